@@ -1,0 +1,72 @@
+"""Speed of the environments: microseconds per agent-step, observations included.
+
+``teamgym perf`` (or ``python -m teamgym.benchmarks.perf``) plays scripted legal replies and
+prints the figure for each registered env and team size. Target for ``signal-v0`` in text
+mode: at most 50 us per agent-step on a 2-core laptop. A benchmark that prints figures, not a
+timed test.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from teamgym.envs.registration import make
+
+__all__ = ["PerfResult", "measure"]
+
+
+@dataclass(frozen=True)
+class PerfResult:
+    """One measurement."""
+
+    env_id: str
+    num_agents: int
+    obs_mode: str
+    agent_steps: int
+    us_per_agent_step: float
+
+
+def measure(env_id: str, num_agents: int = 2, obs_mode: str = "text", agent_steps: int = 50_000,
+            repeats: int = 3) -> PerfResult:
+    """Best of ``repeats`` timings of ``agent_steps`` agent-steps with cycling legal replies."""
+    env = make(env_id, num_agents=num_agents, obs_mode=obs_mode)
+    best = float("inf")
+    for _ in range(repeats):
+        done_steps, episode, k = 0, 0, 0
+        obs, infos = env.reset(seed=episode)
+        start = time.perf_counter()
+        while done_steps < agent_steps:
+            if not env.agents:
+                episode += 1
+                obs, infos = env.reset(seed=episode)
+            actions = {}
+            for agent in env.agents:
+                valid = infos[agent]["valid_actions"]
+                k += 1
+                if obs_mode == "text":
+                    choice = valid[k % len(valid)]
+                    actions[agent] = f"<say>red circle</say><action>{choice}</action>"
+                else:
+                    actions[agent] = int(obs[agent]["action_mask"].argmax())
+            done_steps += len(actions)
+            obs, _, _, _, infos = env.step(actions)
+        best = min(best, (time.perf_counter() - start) / done_steps * 1e6)
+    return PerfResult(env_id, num_agents, obs_mode, agent_steps, best)
+
+
+def run(env_ids: Sequence[str], team_sizes: Sequence[int] = (2, 4, 8), agent_steps: int = 50_000) -> list[PerfResult]:
+    """Measure every env, team size and observation mode."""
+    return [
+        measure(env_id, n, mode, agent_steps)
+        for env_id in env_ids
+        for n in team_sizes
+        for mode in ("text", "vector")
+    ]
+
+
+if __name__ == "__main__":
+    from teamgym.benchmarks.cli import main
+
+    raise SystemExit(main(["perf"]))

@@ -1,0 +1,43 @@
+"""teamgym environments: the registry, the text env base, reward sharing, metrics and wrappers.
+
+>>> from teamgym.envs import make
+>>> env = make("signal-v0", num_agents=3)
+>>> obs, infos = env.reset(seed=0)
+>>> sorted(obs)
+['robot_0', 'robot_1', 'robot_2']
+
+Importing this package is cheap and offline: games load when ``make`` first needs them.
+"""
+
+from teamgym.envs.metrics import EpisodeMetrics, EpisodeTracker
+from teamgym.envs.parsing import ParsedReply, parse_reply
+from teamgym.envs.registration import EnvSpec, make, register, registry, spec
+from teamgym.envs.sharing import RewardSharing, register_sharing_mode
+from teamgym.envs.text_env import GameStep, TextParallelEnv
+from teamgym.envs.wrappers import Recorder, SharedReward
+
+__all__ = [
+    "EnvSpec",
+    "EpisodeMetrics",
+    "EpisodeTracker",
+    "GameStep",
+    "ParsedReply",
+    "Recorder",
+    "RewardSharing",
+    "SharedReward",
+    "TextParallelEnv",
+    "make",
+    "parse_reply",
+    "register",
+    "register_sharing_mode",
+    "registry",
+    "spec",
+]
+
+# Built-in environments: data, not imports. A behaviour change bumps the version.
+register(
+    "signal-v0",
+    "teamgym.envs.signal:SignalEnv",
+    description="Referential game: a speaker sees the target, listeners must pick it; reward only on a right pick.",
+    baselines={"expert": "teamgym.envs.signal.baselines:SignalExpert"},
+)

@@ -1,0 +1,58 @@
+"""Scripted expert for ``signal-v0``: it reads only what an LLM would read (the text)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from itertools import combinations
+from typing import Any
+
+__all__ = ["SignalExpert"]
+
+_ITEM = re.compile(r"^(\d+)\. (.+)$", re.MULTILINE)
+_TARGET = re.compile(r"^The target is: (.+)$", re.MULTILINE)
+_BUDGET = re.compile(r"at most (\d+) words")
+_MESSAGE = re.compile(r"^- robot_\d+: (.*)$", re.MULTILINE)
+
+
+class SignalExpert:
+    """Speaker: the fewest attribute words that single out the target (within the budget).
+    Listener: the first object whose words contain every word of the message; with no
+    message it can only guess, so without communication it is at chance."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        self.seed = seed
+
+    def reset(self, seed: int | None = None) -> None:
+        """Stateless: nothing to reset."""
+
+    def act(self, agent: str, observation: str, info: Mapping[str, Any]) -> str:
+        """The expert's reply."""
+        valid = list(info.get("valid_actions", []))
+        items = [(int(n), text.split()) for n, text in _ITEM.findall(observation)]
+        if "say" in valid:
+            target = _TARGET.search(observation)
+            budget = _BUDGET.search(observation)
+            if target is None or not items:
+                return "<action>pass</action>"
+            words = self.describe(target.group(1).split(), [w for _, w in items], int(budget.group(1)) if budget else 99)
+            return f"<say>{' '.join(words)}</say><action>say</action>"
+        picks = [a for a in valid if a.startswith("pick ")]
+        if picks:
+            said = _MESSAGE.findall(observation)
+            heard = set(said[-1].split()) if said else set()
+            for n, words in items:
+                if heard and heard <= set(words):
+                    return f"<action>pick {n}</action>"
+            return f"<action>{picks[0]}</action>"
+        return f"<action>{valid[0] if valid else 'wait'}</action>"
+
+    @staticmethod
+    def describe(target: list[str], candidates: list[list[str]], budget: int) -> list[str]:
+        """Smallest set of the target's words (by position) that no other candidate shares."""
+        others = [c for c in candidates if c != target]
+        for size in range(1, min(budget, len(target)) + 1):
+            for positions in combinations(range(len(target)), size):
+                if all(any(o[p] != target[p] for p in positions) for o in others):
+                    return [target[p] for p in positions]
+        return target[:budget]

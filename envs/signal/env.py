@@ -1,0 +1,276 @@
+"""``signal-v0``: a referential game where listeners can only win through what the speaker says."""
+
+from __future__ import annotations
+
+from itertools import product
+from typing import Any, Literal
+
+import numpy as np
+
+from teamgym.envs import events as ev
+from teamgym.envs.signal.world import Round, describe, generate_round, vocabulary
+from teamgym.envs.text_env import GameStep, TextParallelEnv
+
+__all__ = ["SignalEnv"]
+
+_REPLY_FORMAT = (
+    "Reply format: think if you like, then give exactly one command as "
+    "<action>COMMAND</action>; to send a message add <say>TEXT</say>."
+)
+
+
+class SignalEnv(TextParallelEnv):
+    """Referential game: a speaker sees the target, listeners must pick it (sparse reward).
+
+    Each round has two steps. **Talk**: the speaker (rotating each round, or always
+    ``robot_0``) sees ``num_candidates`` objects and which one is the target, and may
+    ``say`` a description of at most ``word_budget`` words or ``pass``; listeners ``wait``.
+    **Pick**: every listener sees the candidates in its *own* shuffled order plus the
+    speaker's message, and must ``pick N``. A correct pick gives the listener 1 and the speaker
+    1/listeners; nothing else is rewarded. Without the message the target is uniform over each
+    listener's list, so no policy beats chance (1/num_candidates) without communication.
+
+    Success means every pick of the episode was right; the outcome ``score`` is the fraction
+    of right picks.
+
+    >>> env = SignalEnv(num_agents=2, num_rounds=1)
+    >>> obs, infos = env.reset(seed=3)
+    >>> infos["robot_0"]["valid_actions"], infos["robot_1"]["valid_actions"]
+    (['say', 'pass'], ['wait'])
+    >>> obs, rew, term, trunc, infos = env.step(
+    ...     {"robot_0": "<say>tiny</say><action>say</action>", "robot_1": "<action>wait</action>"})
+    >>> infos["robot_1"]["valid_actions"]
+    ['pick 1', 'pick 2', 'pick 3', 'pick 4']
+    >>> "- robot_0: tiny" in obs["robot_1"]
+    True
+    """
+
+    metadata = {**TextParallelEnv.metadata, "name": "signal_v0"}
+    max_game_observation_chars = 2048
+
+    def __init__(
+        self,
+        num_agents: int = 2,
+        *,
+        num_candidates: int = 4,
+        num_attributes: int = 3,
+        num_values: int = 4,
+        num_rounds: int = 2,
+        word_budget: int = 3,
+        speaker: Literal["rotating", "fixed"] = "rotating",
+        **base: Any,
+    ) -> None:
+        """See the class docstring; ``base`` takes the common options of ``TextParallelEnv``
+        (``obs_mode``, ``max_steps``, ``message_max_tokens``, ``tokenizer``,
+        ``invalid_penalty``, ``communication``, ``render_mode``)."""
+        super().__init__(num_agents, **base)
+        if not 1 <= num_attributes <= 5:
+            raise ValueError(f"num_attributes must be in 1..5, got {num_attributes!r}")
+        if not 2 <= num_values <= 6:
+            raise ValueError(f"num_values must be in 2..6, got {num_values!r}")
+        if not 2 <= num_candidates <= min(9, num_values**num_attributes):
+            raise ValueError(
+                f"num_candidates must be in 2..{min(9, num_values**num_attributes)} "
+                f"(distinct objects from {num_values} values x {num_attributes} attributes), "
+                f"got {num_candidates!r}"
+            )
+        if not isinstance(num_rounds, int) or num_rounds < 1:
+            raise ValueError(f"num_rounds must be a positive int, got {num_rounds!r}")
+        if not isinstance(word_budget, int) or word_budget < 1:
+            raise ValueError(f"word_budget must be a positive int, got {word_budget!r}")
+        if speaker not in ("rotating", "fixed"):
+            raise ValueError(f"speaker must be 'rotating' or 'fixed', got {speaker!r}")
+        if self.obs_mode == "vector" and num_values**num_attributes > 512:
+            raise ValueError(
+                "vector mode lists every possible description as a 'say' action; "
+                f"{num_values}**{num_attributes} > 512: use fewer values or attributes"
+            )
+        self.num_candidates = num_candidates
+        self.num_attributes = num_attributes
+        self.num_values = num_values
+        self.num_rounds = num_rounds
+        self.word_budget = word_budget
+        self.speaker_rule = speaker
+        self._vocab = vocabulary(num_attributes, num_values)
+        self._word_index = {w: i for i, w in enumerate(self._vocab)}
+        objects = product(range(num_values), repeat=num_attributes)
+        self._actions: list[tuple[str, str | None]] = [("wait", None), ("pass", None)]
+        self._actions += [(f"pick {i + 1}", None) for i in range(num_candidates)]
+        if self.obs_mode == "vector":
+            self._actions += [("say", describe(o, num_attributes)) for o in objects]
+        self._picks = [f"pick {i + 1}" for i in range(num_candidates)]
+        self.round_index = 0
+        self.phase: Literal["talk", "pick"] = "talk"
+        self.round: Round | None = None
+        self.correct = 0
+        self.picks_made = 0
+        self._lines: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ rules
+    @property
+    def speaker(self) -> str:
+        """The agent who sees the target this round."""
+        if self.speaker_rule == "fixed":
+            return self.possible_agents[0]
+        return self.possible_agents[self.round_index % len(self.possible_agents)]
+
+    @property
+    def listeners(self) -> list[str]:
+        """Everyone but the speaker."""
+        return [a for a in self.possible_agents if a != self.speaker]
+
+    def _game_default_max_steps(self) -> int:
+        return 2 * self.num_rounds
+
+    def _new_round(self) -> None:
+        self.round = generate_round(
+            self.np_random, self.possible_agents, self.num_candidates, self.num_attributes, self.num_values
+        )
+        self.phase = "talk"
+        self._lines = {
+            agent: "\n".join(
+                f"{pos + 1}. {describe(self.round.candidates[i], self.num_attributes)}"
+                for pos, i in enumerate(order)
+            )
+            for agent, order in self.round.orders.items()
+        }
+
+    def _game_reset(self, options: dict[str, Any] | None) -> None:
+        self.round_index = 0
+        self.correct = 0
+        self.picks_made = 0
+        self._new_round()
+
+    def _game_valid_actions(self, agent: str) -> list[str]:
+        if agent == self.speaker:
+            return ["say", "pass"] if self.phase == "talk" else ["wait"]
+        return ["wait"] if self.phase == "talk" else list(self._picks)
+
+    def _game_action_names(self, agent: str) -> list[tuple[str, str | None]]:
+        return self._actions
+
+    def can_speak(self, agent: str) -> bool:
+        return agent == self.speaker and self.phase == "talk"
+
+    def _game_vet_message(self, agent: str, text: str) -> tuple[str | None, str]:
+        words = text.split()
+        if len(words) <= self.word_budget:
+            return text, ""
+        kept = " ".join(words[: self.word_budget])
+        return kept, f"Only your first {self.word_budget} words were sent (the word budget)."
+
+    def _game_step(self, actions: dict[str, str | None]) -> GameStep:
+        assert self.round is not None
+        rnd, speaker = self.round, self.speaker
+        if self.phase == "talk":
+            said = actions.get(speaker)
+            feedback = {}
+            if said == "pass":
+                feedback[speaker] = "You passed."
+            elif said == "say":
+                sent = speaker in self.messages_sent
+                feedback[speaker] = (
+                    "Your description was sent." if sent else "You chose 'say' but no "
+                    "<say>...</say> text was delivered, so the listeners heard nothing."
+                )
+            self.phase = "pick"
+            return GameStep(rewards={}, feedback=feedback)
+
+        rewards: dict[str, float] = {}
+        feedback, events = {}, []
+        target_text = describe(rnd.candidates[rnd.target], self.num_attributes)
+        verdicts = []
+        for listener in self.listeners:
+            subtask = f"round{self.round_index + 1}:{listener}"
+            team = [speaker, listener]
+            events.append(ev.subtask_attempted(subtask, team))
+            action = actions.get(listener)
+            picked = None if action is None else rnd.orders[listener][int(action.split()[1]) - 1]
+            self.picks_made += 1
+            if picked == rnd.target:
+                self.correct += 1
+                rewards[listener] = 1.0
+                rewards[speaker] = rewards.get(speaker, 0.0) + 1.0 / len(self.listeners)
+                events.append(ev.subtask_completed(subtask, team))
+                feedback[listener] = f"Correct: the target was the {target_text}."
+                verdicts.append(f"{listener} right")
+            else:
+                reason = "no pick" if picked is None else "wrong object"
+                events.append(ev.subtask_failed(subtask, team, reason))
+                feedback[listener] = f"Wrong: the target was the {target_text}."
+                verdicts.append(f"{listener} wrong")
+        feedback[speaker] = "Picks: " + ", ".join(verdicts) + "."
+
+        self.round_index += 1
+        done = self.round_index >= self.num_rounds
+        if done:
+            events.append(ev.outcome(self.correct == self.picks_made, self.correct / self.picks_made))
+        else:
+            self._new_round()
+        return GameStep(rewards=rewards, feedback=feedback, events=events, done=done)
+
+    # ------------------------------------------------------------------ views
+    def _game_instructions(self, agent: str) -> str:
+        return (
+            f"You are {agent} in a team of {len(self.possible_agents)} playing a referential game "
+            f"of {self.num_rounds} round(s). Each round one speaker sees {self.num_candidates} "
+            "objects and which one is the target; the others (listeners) see the same objects in "
+            "their own shuffled order, so numbers mean nothing across agents. The speaker may "
+            f"describe the target in at most {self.word_budget} words ('say', with the words "
+            "in <say>...</say>) or 'pass'; then each listener must 'pick N' from its own list. "
+            "A right pick scores for the whole team.\n" + _REPLY_FORMAT
+        )
+
+    def _game_observation(self, agent: str) -> str:
+        assert self.round is not None
+        head = f"Round {min(self.round_index + 1, self.num_rounds)}/{self.num_rounds}."
+        if agent == self.speaker:
+            if self.phase == "talk":
+                target = describe(self.round.candidates[self.round.target], self.num_attributes)
+                return (
+                    f"{head} You are the speaker. Objects:\n{self._lines[agent]}\n"
+                    f"The target is: {target}\nDescribe it in at most {self.word_budget} words."
+                )
+            return f"{head} You are the speaker; the listeners are picking."
+        if self.phase == "talk":
+            return f"{head} {self.speaker} is the speaker. Your objects:\n{self._lines[agent]}\nWait for the description."
+        return f"{head} Pick the object {self.speaker} described. Your objects:\n{self._lines[agent]}"
+
+    def _game_render(self) -> str:
+        if self.round is None:
+            return "signal-v0 (not reset)"
+        rnd = self.round
+        rows = [
+            f"signal-v0 round {min(self.round_index + 1, self.num_rounds)}/{self.num_rounds} "
+            f"phase={self.phase} speaker={self.speaker} right={self.correct}/{self.picks_made}"
+        ]
+        for i, obj in enumerate(rnd.candidates):
+            mark = "*" if i == rnd.target else " "
+            rows.append(f" {mark} {describe(obj, self.num_attributes)}")
+        return "\n".join(rows)
+
+    def _game_vector_size(self) -> int:
+        width = self.num_attributes * self.num_values
+        return 5 + self.num_candidates * width + self.num_candidates + len(self._vocab)
+
+    def _game_vector_observation(self, agent: str) -> np.ndarray:
+        assert self.round is not None
+        rnd, k, v = self.round, self.num_candidates, self.num_values
+        width = self.num_attributes * v
+        out = np.zeros(self._game_vector_size(), dtype=np.float32)
+        out[0 if agent == self.speaker else 1] = 1.0
+        out[2 if self.phase == "talk" else 3] = 1.0
+        out[4] = min(self.round_index, self.num_rounds) / self.num_rounds
+        base = 5
+        for pos, i in enumerate(rnd.orders[agent]):
+            for a, value in enumerate(rnd.candidates[i]):
+                out[base + pos * width + a * v + value] = 1.0
+        base += k * width
+        if agent == self.speaker:
+            out[base + rnd.orders[agent].index(rnd.target)] = 1.0
+        base += k
+        for _, text in self.inbox.get(agent, []):
+            for word in text.split():
+                if word in self._word_index:
+                    out[base + self._word_index[word]] = 1.0
+        return out

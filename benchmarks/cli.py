@@ -59,23 +59,49 @@ def _cmd_baselines(args: argparse.Namespace, console: Console) -> int:
     kwargs = _env_kwargs(args.env_arg)
     total = sum(len(spec(e).baselines) + 1 for e in env_ids) * args.episodes
     progress = Progress(
-        TextColumn("[bold]baselines"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-        console=console, transient=True, disable=args.quiet,
+        TextColumn("[bold]baselines"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=args.quiet,
     )
     with progress:
         task = progress.add_task("episodes", total=total)
         results = run_baselines(
             env_ids, args.episodes, args.seed, kwargs, on_episode=lambda: progress.advance(task)
         )
-    table = Table(title=f"Baselines: {args.episodes} episodes each, seeds {args.seed}..{args.seed + args.episodes - 1}")
-    for col in ("env", "baseline", "success", "score", "team return", "collab. index",
-                "comm. freq", "invalid", "gini", "fingerprint"):
-        table.add_column(col, justify="left" if col in ("env", "baseline", "fingerprint") else "right")
+    table = Table(
+        title=f"Baselines: {args.episodes} episodes each, seeds {args.seed}..{args.seed + args.episodes - 1}"
+    )
+    for col in (
+        "env",
+        "baseline",
+        "success",
+        "score",
+        "team return",
+        "collab. index",
+        "comm. freq",
+        "invalid",
+        "gini",
+        "fingerprint",
+    ):
+        table.add_column(
+            col, justify="left" if col in ("env", "baseline", "fingerprint") else "right"
+        )
     for r in results:
         table.add_row(
-            r.env_id, r.baseline, _fmt(r.success_rate, True), _fmt(r.mean_score),
-            _fmt(r.mean_team_return), _fmt(r.collaboration_index), _fmt(r.communication_frequency),
-            _fmt(r.invalid_action_rate, True), _fmt(r.contribution_gini), r.fingerprint,
+            r.env_id,
+            r.baseline,
+            _fmt(r.success_rate, True),
+            _fmt(r.mean_score),
+            _fmt(r.mean_team_return),
+            _fmt(r.collaboration_index),
+            _fmt(r.communication_frequency),
+            _fmt(r.invalid_action_rate, True),
+            _fmt(r.contribution_gini),
+            r.fingerprint,
         )
     console.print(table)
     if args.out:
@@ -91,7 +117,9 @@ def _cmd_perf(args: argparse.Namespace, console: Console) -> int:
     from teamgym.envs import registry
 
     env_ids = args.env or list(registry())
-    table = Table(title=f"Speed: best of 3 runs of {args.agent_steps} agent-steps (observations included)")
+    table = Table(
+        title=f"Speed: best of 3 runs of {args.agent_steps} agent-steps (observations included)"
+    )
     for col in ("env", "agents", "mode", "us / agent-step"):
         table.add_column(col, justify="right" if col != "env" else "left")
     for env_id in env_ids:
@@ -111,16 +139,25 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("envs", help="list the registered environments")
 
     p = sub.add_parser("baselines", help="run every env with its baselines; print a results table")
-    p.add_argument("--env", action="append", help="env id (repeatable); default: every registered env")
+    p.add_argument(
+        "--env", action="append", help="env id (repeatable); default: every registered env"
+    )
     p.add_argument("--episodes", type=int, default=100, help="episodes per (env, baseline)")
     p.add_argument("--seed", type=int, default=1_000_000, help="first evaluation seed")
-    p.add_argument("--env-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="env constructor argument, e.g. num_agents=3 (repeatable)")
+    p.add_argument(
+        "--env-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="env constructor argument, e.g. num_agents=3 (repeatable)",
+    )
     p.add_argument("--out", help="also write the results as JSON to this file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     p = sub.add_parser("perf", help="microseconds per agent-step of every env")
-    p.add_argument("--env", action="append", help="env id (repeatable); default: every registered env")
+    p.add_argument(
+        "--env", action="append", help="env id (repeatable); default: every registered env"
+    )
     p.add_argument("--agents", type=int, nargs="+", default=[2, 4, 8], help="team sizes")
     p.add_argument("--agent-steps", type=int, default=50_000, help="agent-steps per timing")
     return parser
@@ -129,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``teamgym`` command."""
     args = build_parser().parse_args(argv)
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 150)
     handlers = {"envs": _cmd_envs, "baselines": _cmd_baselines, "perf": _cmd_perf}
     try:
         return handlers[args.command](args, console)

@@ -28,8 +28,13 @@ class PerfResult:
     us_per_agent_step: float
 
 
-def measure(env_id: str, num_agents: int = 2, obs_mode: str = "text", agent_steps: int = 50_000,
-            repeats: int = 3) -> PerfResult:
+def measure(
+    env_id: str,
+    num_agents: int = 2,
+    obs_mode: str = "text",
+    agent_steps: int = 50_000,
+    repeats: int = 3,
+) -> PerfResult:
     """Best of ``repeats`` timings of ``agent_steps`` agent-steps with cycling legal replies."""
     env = make(env_id, num_agents=num_agents, obs_mode=obs_mode)
     best = float("inf")
@@ -56,7 +61,9 @@ def measure(env_id: str, num_agents: int = 2, obs_mode: str = "text", agent_step
     return PerfResult(env_id, num_agents, obs_mode, agent_steps, best)
 
 
-def run(env_ids: Sequence[str], team_sizes: Sequence[int] = (2, 4, 8), agent_steps: int = 50_000) -> list[PerfResult]:
+def run(
+    env_ids: Sequence[str], team_sizes: Sequence[int] = (2, 4, 8), agent_steps: int = 50_000
+) -> list[PerfResult]:
     """Measure every env, team size and observation mode."""
     return [
         measure(env_id, n, mode, agent_steps)

@@ -52,7 +52,9 @@ class RandomPolicy:
         if action != "say":
             return f"<action>{action}</action>"
         words = _WORD.findall(observation.lower()) or ["hello"]
-        chosen = [words[int(i)] for i in self.rng.integers(len(words), size=int(self.rng.integers(1, 4)))]
+        chosen = [
+            words[int(i)] for i in self.rng.integers(len(words), size=int(self.rng.integers(1, 4)))
+        ]
         return f"<say>{' '.join(chosen)}</say><action>say</action>"
 
 
@@ -62,14 +64,18 @@ def make_baseline(env_id: str, name: str, seed: int | None = None) -> Policy:
         return RandomPolicy(seed)
     known = dict(spec(env_id).baselines)
     if name not in known:
-        raise KeyError(f"{env_id} has no baseline {name!r}; available: {', '.join(['random', *known])}")
+        raise KeyError(
+            f"{env_id} has no baseline {name!r}; available: {', '.join(['random', *known])}"
+        )
     return load_entry_point(known[name])(seed=seed)
 
 
 def run_episode(env: Any, policies: Policy | Mapping[str, Policy], seed: int) -> EpisodeMetrics:
     """Play one episode of a text env with ``policies`` (one for all agents, or per agent)."""
     obs, infos = env.reset(seed=seed)
-    per_agent = policies if isinstance(policies, Mapping) else dict.fromkeys(env.possible_agents, policies)
+    per_agent = (
+        policies if isinstance(policies, Mapping) else dict.fromkeys(env.possible_agents, policies)
+    )
     for i, policy in enumerate(dict.fromkeys(per_agent.values())):
         policy.reset(seed * 1000 + i)
     tracker = EpisodeTracker(env.possible_agents)

@@ -18,7 +18,16 @@ __all__ = ["REQUIRED_INFO_KEYS", "check_contract", "check_env"]
 
 #: Keys every step's ``infos[agent]`` carries (``instructions`` too at reset).
 REQUIRED_INFO_KEYS = ("valid_actions", "feedback", "events", "individual_reward")
-_HOSTILE_REPLIES = ("", "<action>", "</action></say><say>", "\x00\ud800 é 漢字", "<action>" * 50, 42, None, b"\xff")
+_HOSTILE_REPLIES = (
+    "",
+    "<action>",
+    "</action></say><say>",
+    "\x00\ud800 é 漢字",
+    "<action>" * 50,
+    42,
+    None,
+    b"\xff",
+)
 
 
 def check_contract(env: ParallelEnv, seed: int = 0, num_steps: int = 200) -> None:
@@ -52,7 +61,9 @@ def check_contract(env: ParallelEnv, seed: int = 0, num_steps: int = 200) -> Non
 def _check_step(env: ParallelEnv, obs: dict[str, Any], infos: dict[str, Any], step: int) -> None:
     for agent, o in obs.items():
         space = env.observation_space(agent)
-        assert space.contains(o), f"step {step}: observation of {agent} is outside its space {space}: {o!r:.200}"
+        assert space.contains(o), (
+            f"step {step}: observation of {agent} is outside its space {space}: {o!r:.200}"
+        )
         missing = [k for k in REQUIRED_INFO_KEYS if k not in infos[agent]]
         assert not missing, f"step {step}: infos[{agent!r}] lacks {missing}"
         json.dumps(infos[agent])

@@ -148,7 +148,9 @@ class EpisodeTracker:
         if not self.completed_by:
             return coverage, None
         kept = sum(
-            1 for subtask, agents in self.completed_by if set(agents) & set(assignments.get(subtask, []))
+            1
+            for subtask, agents in self.completed_by
+            if set(agents) & set(assignments.get(subtask, []))
         )
         return coverage, kept / len(self.completed_by)
 
@@ -180,7 +182,9 @@ class EpisodeTracker:
         )
 
 
-def metrics_from_records(agents: Iterable[str], records: Iterable[Mapping[str, Any]]) -> EpisodeMetrics:
+def metrics_from_records(
+    agents: Iterable[str], records: Iterable[Mapping[str, Any]]
+) -> EpisodeMetrics:
     """Recompute an episode's metrics from :class:`~teamgym.envs.wrappers.Recorder` step lines
     (dicts with ``rewards`` and ``infos``), e.g. to re-score a saved trajectory."""
     tracker = EpisodeTracker(agents)

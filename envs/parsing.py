@@ -56,25 +56,33 @@ def normalize_action(action: str) -> str:
     return _SPACE.sub(" ", action).strip(_EDGE_JUNK).lower()
 
 
-def _spans(text: str) -> dict[str, tuple[int, int, bool]]:
-    """Last (start, end, closed) content span of each tag name, from one left-to-right scan."""
-    last: dict[str, tuple[int, int, bool]] = {}
-    open_at: dict[str, int] = {}
+def _spans(text: str) -> tuple[tuple[int, int, bool] | None, tuple[int, int, bool] | None]:
+    """Last (start, end, closed) content span of ``<action>`` and of ``<say>``, in one
+    left-to-right scan. Any tag ends the content of an unclosed tag of the other kind; a repeated
+    opening tag restarts its span (nesting)."""
+    action = say = None
+    open_action = open_say = -1
     for m in _TAG.finditer(text):
-        closing, name = m.group(1) == "/", m.group(2).lower()
-        # Any tag ends the content of an unclosed tag of the other kind.
-        for other, start in list(open_at.items()):
-            if other != name:
-                last[other] = (start, m.start(), False)
-                del open_at[other]
-        if closing:
-            if name in open_at:
-                last[name] = (open_at.pop(name), m.start(), True)
-        else:
-            open_at[name] = m.end()  # a repeated opening tag restarts the span (nesting)
-    for name, start in open_at.items():
-        last[name] = (start, len(text), False)
-    return last
+        closing, name = m.group(1, 2)
+        if len(name) == 6:  # action
+            if open_say >= 0:
+                say, open_say = (open_say, m.start(), False), -1
+            if not closing:
+                open_action = m.end()
+            elif open_action >= 0:
+                action, open_action = (open_action, m.start(), True), -1
+        else:  # say
+            if open_action >= 0:
+                action, open_action = (open_action, m.start(), False), -1
+            if not closing:
+                open_say = m.end()
+            elif open_say >= 0:
+                say, open_say = (open_say, m.start(), True), -1
+    if open_action >= 0:
+        action = (open_action, len(text), False)
+    if open_say >= 0:
+        say = (open_say, len(text), False)
+    return action, say
 
 
 def parse_reply(reply: object) -> ParsedReply:
@@ -83,15 +91,15 @@ def parse_reply(reply: object) -> ParsedReply:
         reply = reply.decode("utf-8", errors="replace")
     if not isinstance(reply, str):
         return ParsedReply(None, None, f"the reply must be text, got {type(reply).__name__}")
-    spans = _spans(reply)
+    action_span, say_span = _spans(reply)
 
     message = None
-    if "say" in spans:
-        start, end, _ = spans["say"]
+    if say_span is not None:
+        start, end, _ = say_span
         message = _ANY_TAG.sub(" ", reply[start:end]).strip() or None
 
-    if "action" in spans:
-        start, end, closed = spans["action"]
+    if action_span is not None:
+        start, end, closed = action_span
         raw = reply[start:end]
         if not closed:
             raw = raw.lstrip().split("\n", 1)[0]
@@ -100,15 +108,17 @@ def parse_reply(reply: object) -> ParsedReply:
             return ParsedReply(None, message, "the <action> tag is empty")
         if len(action) > MAX_ACTION_CHARS:
             return ParsedReply(
-                None, message, f"the action is {len(action)} characters long "
-                f"(at most {MAX_ACTION_CHARS}); put only the command inside <action>…</action>"
+                None,
+                message,
+                f"the action is {len(action)} characters long "
+                f"(at most {MAX_ACTION_CHARS}); put only the command inside <action>…</action>",
             )
         return ParsedReply(action, message)
 
     # Fallback: the last non-empty line outside the <say> block.
     text = reply
-    if "say" in spans:
-        start, end, _ = spans["say"]
+    if say_span is not None:
+        start, end, _ = say_span
         text = reply[:start] + "\n" + reply[end:]
     text = _ANY_TAG.sub("\n", text).rstrip()
     line = text.rsplit("\n", 1)[-1].strip()
@@ -116,7 +126,9 @@ def parse_reply(reply: object) -> ParsedReply:
         return ParsedReply(None, message, "no action found; reply with <action>…</action>")
     if len(line) > MAX_ACTION_CHARS:
         return ParsedReply(
-            None, message, "no <action>…</action> tag found and the last line is too long "
-            "to be a command; reply with <action>…</action>"
+            None,
+            message,
+            "no <action>…</action> tag found and the last line is too long "
+            "to be a command; reply with <action>…</action>",
         )
     return ParsedReply(line, message, used_fallback=True)

@@ -21,7 +21,15 @@ from typing import Any
 
 from pettingzoo import ParallelEnv
 
-__all__ = ["ENTRY_POINT_GROUP", "EnvSpec", "load_entry_point", "make", "register", "registry", "spec"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "EnvSpec",
+    "load_entry_point",
+    "make",
+    "register",
+    "registry",
+    "spec",
+]
 
 #: Entry-point group through which installed packages register environments.
 ENTRY_POINT_GROUP = "teamgym.envs"
@@ -64,7 +72,9 @@ def load_entry_point(entry_point: str | Callable[..., Any]) -> Callable[..., Any
     if callable(entry_point):
         return entry_point
     if not isinstance(entry_point, str) or not entry_point:
-        raise TypeError(f"an entry point is a 'module:attr' string or a callable, got {entry_point!r}")
+        raise TypeError(
+            f"an entry point is a 'module:attr' string or a callable, got {entry_point!r}"
+        )
     module_name, sep, attr = entry_point.partition(":")
     if not sep:
         module_name, _, attr = entry_point.rpartition(".")
@@ -82,7 +92,9 @@ def load_entry_point(entry_point: str | Callable[..., Any]) -> Callable[..., Any
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise AttributeError(f"{module_name!r} has no attribute {attr!r} (entry point {entry_point!r})") from None
+            raise AttributeError(
+                f"{module_name!r} has no attribute {attr!r} (entry point {entry_point!r})"
+            ) from None
     return obj
 
 
@@ -126,7 +138,9 @@ def _load_plugins() -> None:
             register(ep.name, ep.value)
         except ValueError as exc:
             dist = getattr(ep.dist, "name", "?")
-            warnings.warn(f"skipping environment plugin {ep.name!r} from {dist}: {exc}", stacklevel=2)
+            warnings.warn(
+                f"skipping environment plugin {ep.name!r} from {dist}: {exc}", stacklevel=2
+            )
 
 
 def spec(id: str) -> EnvSpec:
@@ -160,7 +174,11 @@ def _accepted_kwargs(factory: Callable[..., Any]) -> set[str] | None:
     """Keyword names ``factory`` accepts, following ``**kwargs`` up the parent ``__init__``s of
     a class; None when it accepts anything (or has no readable signature)."""
     if inspect.isclass(factory):
-        chain = [vars(c)["__init__"] for c in inspect.getmro(factory) if c is not object and "__init__" in vars(c)]
+        chain = [
+            vars(c)["__init__"]
+            for c in inspect.getmro(factory)
+            if c is not object and "__init__" in vars(c)
+        ]
     else:
         chain = [factory]
     accepted: set[str] = set()

@@ -20,7 +20,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["RewardSharing", "SharingContext", "get_sharing_mode", "register_sharing_mode", "sharing_modes"]
+__all__ = [
+    "RewardSharing",
+    "SharingContext",
+    "get_sharing_mode",
+    "register_sharing_mode",
+    "sharing_modes",
+]
 
 
 @dataclass(frozen=True)
@@ -54,7 +60,9 @@ def get_sharing_mode(name: str) -> SharingMode:
     try:
         return _MODES[name]
     except KeyError:
-        raise ValueError(f"unknown reward-sharing mode {name!r}; valid: {', '.join(sorted(_MODES))}") from None
+        raise ValueError(
+            f"unknown reward-sharing mode {name!r}; valid: {', '.join(sorted(_MODES))}"
+        ) from None
 
 
 def sharing_modes() -> list[str]:
@@ -105,13 +113,17 @@ class RewardSharing:
 
 
 @register_sharing_mode("mixed")
-def _mixed(rule: RewardSharing, rewards: Mapping[str, float], ctx: SharingContext) -> dict[str, float]:
+def _mixed(
+    rule: RewardSharing, rewards: Mapping[str, float], ctx: SharingContext
+) -> dict[str, float]:
     t = rule.team_score(rewards)
     return {a: (1.0 - rule.weight) * float(r) + rule.weight * t for a, r in rewards.items()}
 
 
 @register_sharing_mode("proportional")
-def _proportional(rule: RewardSharing, rewards: Mapping[str, float], ctx: SharingContext) -> dict[str, float]:
+def _proportional(
+    rule: RewardSharing, rewards: Mapping[str, float], ctx: SharingContext
+) -> dict[str, float]:
     t = rule.team_score(rewards)
     credit = {a: max(0.0, float((ctx.contributions or {}).get(a, 0.0))) for a in rewards}
     total = sum(credit.values())
@@ -121,7 +133,9 @@ def _proportional(rule: RewardSharing, rewards: Mapping[str, float], ctx: Sharin
 
 
 @register_sharing_mode("difference")
-def _difference(rule: RewardSharing, rewards: Mapping[str, float], ctx: SharingContext) -> dict[str, float]:
+def _difference(
+    rule: RewardSharing, rewards: Mapping[str, float], ctx: SharingContext
+) -> dict[str, float]:
     if ctx.counterfactual is None:
         raise ValueError(
             "mode='difference' needs counterfactual rewards, and this env does not provide them "

@@ -13,6 +13,7 @@ indices into :meth:`TextParallelEnv.action_names`, for classic RL libraries.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -153,7 +154,9 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
             raise ValueError(f"max_steps must be a positive int or None, got {max_steps!r}")
         if not isinstance(message_max_tokens, int) or message_max_tokens < 1:
-            raise ValueError(f"message_max_tokens must be a positive int, got {message_max_tokens!r}")
+            raise ValueError(
+                f"message_max_tokens must be a positive int, got {message_max_tokens!r}"
+            )
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be 'ansi' or None, got {render_mode!r}")
         self.possible_agents = [f"robot_{i}" for i in range(num_agents)]
@@ -233,7 +236,7 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         """The step limit in force."""
         return self._max_steps if self._max_steps is not None else self._game_default_max_steps()
 
-    @property
+    @functools.cached_property
     def max_observation_chars(self) -> int:
         """Upper bound on a text observation's length (the ``Text`` space's ``max_length``)."""
         per_message = self.message_max_tokens * CHARS_PER_TOKEN + 64
@@ -249,7 +252,9 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
                 n = len(self._game_action_names(agent))
                 space = spaces.Dict(
                     {
-                        "observation": spaces.Box(-1.0, 1.0, (self._game_vector_size(),), np.float32),
+                        "observation": spaces.Box(
+                            -1.0, 1.0, (self._game_vector_size(),), np.float32
+                        ),
                         "action_mask": spaces.Box(0, 1, (n,), np.int8),
                     }
                 )
@@ -295,8 +300,14 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         obs = {agent: self._observe(agent, infos[agent]["valid_actions"]) for agent in self.agents}
         return obs, infos
 
-    def step(self, actions: dict[str, Any]) -> tuple[
-        dict[str, Any], dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict[str, Any]]
+    def step(
+        self, actions: dict[str, Any]
+    ) -> tuple[
+        dict[str, Any],
+        dict[str, float],
+        dict[str, bool],
+        dict[str, bool],
+        dict[str, dict[str, Any]],
     ]:
         """Apply every live agent's reply (text mode) or action index (vector mode)."""
         if not self.agents:
@@ -312,7 +323,9 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
             if error is not None:
                 chosen[agent] = None
                 penalties[agent] = -self.invalid_penalty
-                feedback[agent].append(f"Your reply was not a legal action ({error}); you did nothing.")
+                feedback[agent].append(
+                    f"Your reply was not a legal action ({error}); you did nothing."
+                )
                 step_events.append(ev.invalid_action(agent, error))
             else:
                 chosen[agent] = action
@@ -329,7 +342,9 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         self.inbox = {a: [] for a in live}
         for sender, text in outbox:
             recipients = self._game_recipients(sender)
-            tokens_text, tokens, cut = truncate_message(text, self.message_max_tokens, self.tokenizer)
+            tokens_text, tokens, cut = truncate_message(
+                text, self.message_max_tokens, self.tokenizer
+            )
             for r in recipients:
                 if r in self.inbox:
                     self.inbox[r].append((sender, tokens_text))
@@ -337,7 +352,9 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         step_events.extend(result.events)
 
         done = result.done
-        terminations = {a: bool(done if isinstance(done, bool) else done.get(a, False)) for a in live}
+        terminations = {
+            a: bool(done if isinstance(done, bool) else done.get(a, False)) for a in live
+        }
         truncated = self.num_steps >= self.max_steps
         truncations = {a: truncated and not terminations[a] for a in live}
         rewards = {a: float(result.rewards.get(a, 0.0)) + penalties.get(a, 0.0) for a in live}
@@ -396,7 +413,11 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         action = normalize_action(parsed.action)
         if action not in valid:
             shown = parsed.action[:_FEEDBACK_ECHO]
-            return None, parsed.message, f"'{sanitize_text(shown)}' is not one of: {', '.join(valid)}"
+            return (
+                None,
+                parsed.message,
+                f"'{sanitize_text(shown)}' is not one of: {', '.join(valid)}",
+            )
         return action, parsed.message, None
 
     def _accept_message(self, agent: str, message: str, outbox: list[tuple[str, str]]) -> str:
@@ -420,9 +441,12 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         messages = self.inbox.get(agent)
         if messages:
             parts.append("Messages:\n" + "\n".join(f"- {s}: {t}" for s, t in messages))
-        parts.append("Valid actions: " + (" | ".join(valid) if valid else "none (your part is over)"))
-        text = sanitize_text("\n".join(parts))
+        parts.append(
+            "Valid actions: " + (" | ".join(valid) if valid else "none (your part is over)")
+        )
+        text = "\n".join(parts)
+        if not text.isascii():  # messages and echoes are sanitized already; games write ASCII
+            text = sanitize_text(text)
         if len(text) > self.max_observation_chars:  # a game broke its own bound: stay in the space
             text = text[: self.max_observation_chars - 20] + "\n[observation cut]"
         return text
-

@@ -35,7 +35,11 @@ class SignalExpert:
             budget = _BUDGET.search(observation)
             if target is None or not items:
                 return "<action>pass</action>"
-            words = self.describe(target.group(1).split(), [w for _, w in items], int(budget.group(1)) if budget else 99)
+            words = self.describe(
+                target.group(1).split(),
+                [w for _, w in items],
+                int(budget.group(1)) if budget else 99,
+            )
             return f"<say>{' '.join(words)}</say><action>say</action>"
         picks = [a for a in valid if a.startswith("pick ")]
         if picks:

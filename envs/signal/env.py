@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from itertools import product
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from teamgym.envs import events as ev
-from teamgym.envs.signal.world import Round, describe, generate_round, vocabulary
+from teamgym.envs.signal.world import Round, decode, describe, generate_round, vocabulary
 from teamgym.envs.text_env import GameStep, TextParallelEnv
 
 __all__ = ["SignalEnv"]
@@ -45,7 +44,7 @@ class SignalEnv(TextParallelEnv):
     True
     """
 
-    metadata = {**TextParallelEnv.metadata, "name": "signal_v0"}
+    metadata: ClassVar[dict[str, Any]] = {**TextParallelEnv.metadata, "name": "signal_v0"}
     max_game_observation_chars = 2048
 
     def __init__(
@@ -93,45 +92,48 @@ class SignalEnv(TextParallelEnv):
         self.speaker_rule = speaker
         self._vocab = vocabulary(num_attributes, num_values)
         self._word_index = {w: i for i, w in enumerate(self._vocab)}
-        objects = product(range(num_values), repeat=num_attributes)
+        universe = num_values**num_attributes
+        # Every object's words, computed once: rounds only look them up.
+        self._all_names = [
+            describe(decode(c, num_attributes, num_values), num_attributes) for c in range(universe)
+        ]
         self._actions: list[tuple[str, str | None]] = [("wait", None), ("pass", None)]
         self._actions += [(f"pick {i + 1}", None) for i in range(num_candidates)]
         if self.obs_mode == "vector":
-            self._actions += [("say", describe(o, num_attributes)) for o in objects]
+            self._actions += [("say", name) for name in self._all_names]
         self._picks = [f"pick {i + 1}" for i in range(num_candidates)]
         self.round_index = 0
         self.phase: Literal["talk", "pick"] = "talk"
         self.round: Round | None = None
+        self.speaker = self.possible_agents[0]
+        self.listeners = self.possible_agents[1:]
+        self._names: list[str] = []
         self.correct = 0
         self.picks_made = 0
         self._lines: dict[str, str] = {}
 
     # ------------------------------------------------------------------ rules
-    @property
-    def speaker(self) -> str:
-        """The agent who sees the target this round."""
-        if self.speaker_rule == "fixed":
-            return self.possible_agents[0]
-        return self.possible_agents[self.round_index % len(self.possible_agents)]
-
-    @property
-    def listeners(self) -> list[str]:
-        """Everyone but the speaker."""
-        return [a for a in self.possible_agents if a != self.speaker]
-
     def _game_default_max_steps(self) -> int:
         return 2 * self.num_rounds
 
     def _new_round(self) -> None:
         self.round = generate_round(
-            self.np_random, self.possible_agents, self.num_candidates, self.num_attributes, self.num_values
+            self.np_random,
+            self.possible_agents,
+            self.num_candidates,
+            self.num_attributes,
+            self.num_values,
         )
         self.phase = "talk"
+        n = len(self.possible_agents)
+        # The speaker sees the target this round: rotating, or always robot_0.
+        self.speaker = self.possible_agents[
+            0 if self.speaker_rule == "fixed" else self.round_index % n
+        ]
+        self.listeners = [a for a in self.possible_agents if a != self.speaker]
+        self._names = [self._all_names[c] for c in self.round.codes]
         self._lines = {
-            agent: "\n".join(
-                f"{pos + 1}. {describe(self.round.candidates[i], self.num_attributes)}"
-                for pos, i in enumerate(order)
-            )
+            agent: "\n".join(f"{pos + 1}. {self._names[i]}" for pos, i in enumerate(order))
             for agent, order in self.round.orders.items()
         }
 
@@ -170,7 +172,9 @@ class SignalEnv(TextParallelEnv):
             elif said == "say":
                 sent = speaker in self.messages_sent
                 feedback[speaker] = (
-                    "Your description was sent." if sent else "You chose 'say' but no "
+                    "Your description was sent."
+                    if sent
+                    else "You chose 'say' but no "
                     "<say>...</say> text was delivered, so the listeners heard nothing."
                 )
             self.phase = "pick"
@@ -178,7 +182,7 @@ class SignalEnv(TextParallelEnv):
 
         rewards: dict[str, float] = {}
         feedback, events = {}, []
-        target_text = describe(rnd.candidates[rnd.target], self.num_attributes)
+        target_text = self._names[rnd.target]
         verdicts = []
         for listener in self.listeners:
             subtask = f"round{self.round_index + 1}:{listener}"
@@ -204,7 +208,9 @@ class SignalEnv(TextParallelEnv):
         self.round_index += 1
         done = self.round_index >= self.num_rounds
         if done:
-            events.append(ev.outcome(self.correct == self.picks_made, self.correct / self.picks_made))
+            events.append(
+                ev.outcome(self.correct == self.picks_made, self.correct / self.picks_made)
+            )
         else:
             self._new_round()
         return GameStep(rewards=rewards, feedback=feedback, events=events, done=done)
@@ -226,7 +232,7 @@ class SignalEnv(TextParallelEnv):
         head = f"Round {min(self.round_index + 1, self.num_rounds)}/{self.num_rounds}."
         if agent == self.speaker:
             if self.phase == "talk":
-                target = describe(self.round.candidates[self.round.target], self.num_attributes)
+                target = self._names[self.round.target]
                 return (
                     f"{head} You are the speaker. Objects:\n{self._lines[agent]}\n"
                     f"The target is: {target}\nDescribe it in at most {self.word_budget} words."
@@ -234,7 +240,9 @@ class SignalEnv(TextParallelEnv):
             return f"{head} You are the speaker; the listeners are picking."
         if self.phase == "talk":
             return f"{head} {self.speaker} is the speaker. Your objects:\n{self._lines[agent]}\nWait for the description."
-        return f"{head} Pick the object {self.speaker} described. Your objects:\n{self._lines[agent]}"
+        return (
+            f"{head} Pick the object {self.speaker} described. Your objects:\n{self._lines[agent]}"
+        )
 
     def _game_render(self) -> str:
         if self.round is None:

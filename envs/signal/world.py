@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ATTRIBUTES", "Round", "describe", "generate_round", "vocabulary"]
+__all__ = ["ATTRIBUTES", "Round", "decode", "describe", "generate_round", "vocabulary"]
 
 #: Attribute name -> values, in the order attributes are enabled by ``num_attributes``.
 ATTRIBUTES: dict[str, tuple[str, ...]] = {
@@ -30,8 +30,13 @@ def _enabled(num_attributes: int) -> list[str]:
 def describe(obj: Obj, num_attributes: int) -> str:
     """Words of an object, e.g. ``"small red circle"``."""
     names = _enabled(num_attributes)
-    words = {name: ATTRIBUTES[name][v] for name, v in zip(names, obj)}
+    words = {name: ATTRIBUTES[name][v] for name, v in zip(names, obj, strict=False)}
     return " ".join(words[name] for name in _ORDER if name in words)
+
+
+def decode(code: int, num_attributes: int, num_values: int) -> Obj:
+    """The object numbered ``code`` in ``0 .. num_values**num_attributes - 1``."""
+    return tuple(code // num_values**a % num_values for a in range(num_attributes))
 
 
 def vocabulary(num_attributes: int, num_values: int) -> list[str]:
@@ -43,6 +48,8 @@ def vocabulary(num_attributes: int, num_values: int) -> list[str]:
 class Round:
     """One round: the candidates, which one is the target, and each agent's display order."""
 
+    codes: tuple[int, ...]
+    """Candidate object numbers (see :func:`decode`)."""
     candidates: tuple[Obj, ...]
     target: int
     """Index into ``candidates``."""
@@ -57,14 +64,24 @@ def generate_round(
     num_attributes: int,
     num_values: int,
 ) -> Round:
-    """Draw distinct candidates, a uniform target, and an independent shuffle per agent."""
-    seen: set[Obj] = set()
-    candidates: list[Obj] = []
-    while len(candidates) < num_candidates:
-        obj = tuple(int(v) for v in rng.integers(0, num_values, size=num_attributes))
-        if obj not in seen:
-            seen.add(obj)
-            candidates.append(obj)
-    target = int(rng.integers(num_candidates))
-    orders = {a: tuple(int(i) for i in rng.permutation(num_candidates)) for a in agents}
-    return Round(tuple(candidates), target, orders)
+    """Draw distinct candidates, a uniform target, and an independent shuffle per agent.
+
+    One call to ``rng`` per round (draws are the hot path of a reset)."""
+    universe, n = num_values**num_attributes, len(agents)
+    u = rng.random(2 * num_candidates + 1 + n * num_candidates)
+    codes: dict[int, None] = {}
+    for x in (u[: 2 * num_candidates] * universe).astype(np.int64).tolist():
+        codes.setdefault(x)
+    while len(codes) < num_candidates:  # rare: too many repeats among the first draws
+        codes.setdefault(int(rng.integers(universe)))
+    chosen = tuple(list(codes)[:num_candidates])
+    candidates = tuple(decode(code, num_attributes, num_values) for code in chosen)
+    target = int(u[2 * num_candidates] * num_candidates)
+    shuffles = (
+        u[2 * num_candidates + 1 :]
+        .reshape(n, num_candidates)
+        .argsort(axis=1, kind="stable")
+        .tolist()
+    )
+    orders = {a: tuple(order) for a, order in zip(agents, shuffles, strict=True)}
+    return Round(chosen, candidates, target, orders)

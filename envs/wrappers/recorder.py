@@ -39,7 +39,9 @@ def _jsonable(obj: Any) -> Any:
 
 def to_json_line(record: dict[str, Any]) -> str:
     """Canonical JSON (sorted keys, no spaces): the bytes that hashes are taken of."""
-    return json.dumps(record, sort_keys=True, separators=(",", ":"), default=_jsonable, ensure_ascii=True)
+    return json.dumps(
+        record, sort_keys=True, separators=(",", ":"), default=_jsonable, ensure_ascii=True
+    )
 
 
 class Recorder(BaseParallelWrapper):
@@ -52,7 +54,9 @@ class Recorder(BaseParallelWrapper):
         observations: also record observations (they dominate the file size).
     """
 
-    def __init__(self, env: ParallelEnv, path: str | Path | None = None, *, observations: bool = True) -> None:
+    def __init__(
+        self, env: ParallelEnv, path: str | Path | None = None, *, observations: bool = True
+    ) -> None:
         super().__init__(env)
         self.path = Path(path) if path is not None else None
         self.record_observations = observations

@@ -1,0 +1,139 @@
+"""Packaging: the folder layout installs as ``teamgym.*`` in editable and wheel installs, the
+core imports light, and the docstring examples run."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import teamgym
+
+REPO = Path(__file__).resolve().parents[1]
+
+SUBPACKAGES = [
+    "teamgym.envs",
+    "teamgym.envs.signal",
+    "teamgym.envs.wrappers",
+    "teamgym.adapters",
+    "teamgym.benchmarks",
+]
+
+
+def test_every_source_package_is_declared() -> None:
+    """A new folder with an __init__.py must be listed in pyproject's packages."""
+    import tomllib
+
+    declared = set(
+        tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {"teamgym"}
+    for top in ("envs", "adapters", "benchmarks"):
+        for init in (REPO / top).rglob("__init__.py"):
+            found.add("teamgym." + ".".join(init.parent.relative_to(REPO).parts))
+    assert found == declared
+
+
+def test_installed_layout_maps_the_top_level_folders() -> None:
+    for name in SUBPACKAGES:
+        module = importlib.import_module(name)
+        folder = Path(module.__file__).parent
+        assert folder.name == name.rsplit(".", 1)[-1]
+    editable = Path(importlib.import_module("teamgym.envs").__file__).resolve().is_relative_to(REPO)
+    if editable:  # the dev install: modules come straight from the repository folders
+        assert (
+            Path(importlib.import_module("teamgym.envs").__file__).resolve()
+            == REPO / "envs" / "__init__.py"
+        )
+    assert (Path(teamgym.__file__).parent / "py.typed").exists()
+
+
+@pytest.mark.slow
+def test_wheel_builds_and_installs(tmp_path: Path, run_python) -> None:
+    """A normal (non-editable) install from the built wheel imports and runs an env."""
+    wheels = tmp_path / "wheels"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(wheels),
+            str(REPO),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = wheels.glob("teamgym-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for required in (
+        "teamgym/__init__.py",
+        "teamgym/py.typed",
+        "teamgym/envs/signal/env.py",
+        "teamgym/benchmarks/cli.py",
+    ):
+        assert required in names, f"{required} missing from {wheel.name}"
+    assert not any(n.startswith(("teamgym/tests/", "tests/", "teamgym/scripts/")) for n in names)
+    target = tmp_path / "site"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "-q",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    code = (
+        "import json, teamgym, teamgym.envs\n"
+        "from teamgym.envs import make\n"
+        "env = make('signal-v0', num_agents=3); obs, _ = env.reset(seed=0)\n"
+        "print(json.dumps([teamgym.__file__, teamgym.envs.__file__, sorted(obs)]))\n"
+    )
+    out = json.loads(run_python(code, env={"PYTHONPATH": str(target)}, cwd=tmp_path).stdout)
+    assert out[0].startswith(str(target)) and out[1].startswith(str(target))
+    assert out[2] == ["robot_0", "robot_1", "robot_2"]
+
+
+def test_core_import_is_light(run_python) -> None:
+    """``import teamgym.envs`` loads no game, no torch, no verl."""
+    code = (
+        "import sys, teamgym.envs\n"
+        "heavy = [m for m in ('torch', 'verl', 'transformers', 'ai2thor', 'teamgym.envs.signal.env') if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    assert run_python(code).stdout.strip() == ""
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "teamgym.envs",
+        "teamgym.envs.signal.env",
+        "teamgym.envs.metrics",
+        "teamgym.envs.sharing",
+        "teamgym.envs.wrappers.reward_sharing",
+    ],
+)
+def test_docstring_examples(module: str) -> None:
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0, f"{module} has no examples"
+    assert result.failed == 0

@@ -61,12 +61,11 @@ print(json.dumps(hashes))
 """
 
 
-@pytest.mark.parametrize("env_id", ENV_IDS)
-@pytest.mark.parametrize("obs_mode", ["text", "vector"])
-def test_cross_process_determinism(env_id: str, obs_mode: str, run_python) -> None:
+@pytest.mark.parametrize(("env_id", "obs_mode", "num_agents"), CASES, ids=IDS)
+def test_cross_process_determinism(env_id: str, obs_mode: str, num_agents: int, run_python) -> None:
     """Two processes with different hash seeds produce byte-identical trajectories."""
     code = _TRAJECTORY.replace(
-        "sys.argv[1], sys.argv[2], int(sys.argv[3])", f"{env_id!r}, {obs_mode!r}, 3"
+        "sys.argv[1], sys.argv[2], int(sys.argv[3])", f"{env_id!r}, {obs_mode!r}, {num_agents}"
     )
     first = json.loads(run_python(code, env={"PYTHONHASHSEED": "1"}).stdout)
     second = json.loads(run_python(code, env={"PYTHONHASHSEED": "999"}).stdout)

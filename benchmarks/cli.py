@@ -2,7 +2,10 @@
 
 ``teamgym envs``       list the registered environments;
 ``teamgym baselines``  run every env with its baselines and print a results table (main job);
-``teamgym perf``       microseconds per agent-step of every env.
+``teamgym perf``       microseconds per agent-step of every env;
+``teamgym verl-data``  parquet datasets for VERL (one row per episode seed and agent);
+``teamgym verl-kl-watch FILE``  warn when a VERL run's KL passes its target;
+``teamgym model init`` a small local model (tokenizer trained on the envs' text), no download.
 """
 
 from __future__ import annotations
@@ -131,6 +134,48 @@ def _cmd_perf(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _cmd_verl_data(args: argparse.Namespace, console: Console) -> int:
+    from teamgym.adapters.verl.dataset import build_dataset
+
+    manifest = build_dataset(
+        args.env,
+        args.out,
+        args.train_episodes,
+        args.val_episodes,
+        _env_kwargs(args.env_arg),
+        args.seed,
+    )
+    console.print(
+        f"wrote {manifest.train_rows} train rows ({manifest.train_episodes} episodes) and "
+        f"{manifest.val_rows} validation rows to {args.out} ({manifest.num_agents} agents per episode)"
+    )
+    return 0
+
+
+def _cmd_kl_watch(args: argparse.Namespace, console: Console) -> int:
+    from teamgym.adapters.verl.monitor import kl_alerts
+
+    alerts = 0
+    for message in kl_alerts(args.file, args.target, follow=args.follow):
+        alerts += 1
+        console.print(f"[yellow]KL warning:[/yellow] {message}")
+    console.print(f"{alerts} step(s) above the KL target {args.target}")
+    return 0
+
+
+def _cmd_model(args: argparse.Namespace, console: Console) -> int:
+    from teamgym.adapters.local_model import LocalModelConfig, build_local_model, directory_hash
+
+    out = build_local_model(
+        args.out,
+        LocalModelConfig(
+            seed=args.seed, num_hidden_layers=args.layers, hidden_size=args.hidden_size
+        ),
+    )
+    console.print(f"local model written to {out} (sha256 {directory_hash(out)[:16]})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
     parser = argparse.ArgumentParser(prog="teamgym", description=__doc__.split("\n", 1)[0])
@@ -160,6 +205,41 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--agents", type=int, nargs="+", default=[2, 4, 8], help="team sizes")
     p.add_argument("--agent-steps", type=int, default=50_000, help="agent-steps per timing")
+
+    p = sub.add_parser(
+        "verl-data", help="write VERL parquet datasets (one row per episode seed and agent)"
+    )
+    p.add_argument("--env", required=True, help="env id, e.g. signal-v0")
+    p.add_argument(
+        "--env-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="env argument (repeatable)",
+    )
+    p.add_argument("--train-episodes", type=int, required=True, help="training episodes")
+    p.add_argument(
+        "--val-episodes", type=int, default=64, help="validation episodes (disjoint seeds)"
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the episode-seed draw and of the shuffle"
+    )
+    p.add_argument("--out", required=True, help="output directory")
+
+    p = sub.add_parser(
+        "verl-kl-watch", help="warn when a VERL run's KL to the reference passes its target"
+    )
+    p.add_argument("file", help="VERL file-logger JSONL (VERL_FILE_LOGGER_PATH)")
+    p.add_argument("--target", type=float, default=0.02, help="KL target")
+    p.add_argument("--follow", action="store_true", help="keep reading as the run writes")
+
+    p = sub.add_parser("model", help="local models")
+    msub = p.add_subparsers(dest="model_command", required=True)
+    m = msub.add_parser("init", help="build a small local model and tokenizer (no download)")
+    m.add_argument("--out", required=True, help="output directory (a Hugging Face model directory)")
+    m.add_argument("--seed", type=int, default=0, help="seed of the corpus and the weights")
+    m.add_argument("--layers", type=int, default=2, help="transformer blocks")
+    m.add_argument("--hidden-size", type=int, default=64, help="model width")
     return parser
 
 
@@ -167,9 +247,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``teamgym`` command."""
     args = build_parser().parse_args(argv)
     console = Console(width=None if sys.stdout.isatty() else 150)
-    handlers = {"envs": _cmd_envs, "baselines": _cmd_baselines, "perf": _cmd_perf}
+    handlers = {
+        "envs": _cmd_envs,
+        "baselines": _cmd_baselines,
+        "perf": _cmd_perf,
+        "verl-data": _cmd_verl_data,
+        "verl-kl-watch": _cmd_kl_watch,
+        "model": _cmd_model,
+    }
     try:
         return handlers[args.command](args, console)
+    except ImportError as exc:
+        console.print(
+            f"[red]error:[/red] {exc}. Install the extra: pip install -e '.[verl]' (torch==2.13.0 first on CPU)"
+        )
+        return 2
     except (KeyError, ValueError, TypeError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         console.print(f"[red]error:[/red] {message}")

@@ -34,4 +34,3 @@ def _run_python(
 def run_python():
     """``run_python(code, env=..., cwd=...)``: run code in a fresh interpreter process."""
     return _run_python
-

@@ -1,0 +1,145 @@
+"""A small local causal LM for CPU training and tests, built with no download.
+
+``build_local_model(out_dir)`` trains a byte-level BPE tokenizer on the registered environments'
+own text (instructions, observations and baseline replies), gives it a ChatML chat template
+(the Qwen2 one: ``<|im_start|>role\\n…<|im_end|>``), builds a randomly initialised
+``Qwen2ForCausalLM`` of a few layers, and saves both as a normal Hugging Face directory that
+``AutoTokenizer``/``AutoModelForCausalLM``, VERL and vLLM can load. Same seed, same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+__all__ = ["CHAT_TEMPLATE", "LocalModelConfig", "build_local_model", "env_corpus"]
+
+#: ChatML, as Qwen2 renders it (VERL's Qwen continuous-token builder expects this layout).
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+@dataclass(frozen=True)
+class LocalModelConfig:
+    """Size of the local model and of its tokenizer."""
+
+    vocab_size: int = 1024
+    """Target BPE vocabulary (the corpus may yield fewer)."""
+    hidden_size: int = 64
+    """Width of the transformer."""
+    intermediate_size: int = 128
+    """Width of the MLP."""
+    num_hidden_layers: int = 2
+    """Transformer blocks."""
+    num_attention_heads: int = 4
+    """Attention heads (``num_key_value_heads`` is half of it)."""
+    max_position_embeddings: int = 4096
+    """Longest sequence the model accepts."""
+    episodes_per_env: int = 20
+    """Baseline episodes per registered env whose text trains the tokenizer."""
+    seed: int = 0
+    """Seeds the corpus episodes and the weight initialisation."""
+
+
+def env_corpus(
+    env_ids: Sequence[str] | None = None, episodes: int = 20, seed: int = 0
+) -> Iterator[str]:
+    """Text of the registered environments: instructions, observations and baseline replies."""
+    from teamgym.envs import make, registry, spec
+    from teamgym.envs.baselines import make_baseline
+
+    for env_id in env_ids or list(registry()):
+        for name in ["random", *spec(env_id).baselines]:
+            policy = make_baseline(env_id, name, seed=seed)
+            env = make(env_id)
+            for k in range(episodes):
+                obs, infos = env.reset(seed=seed + k)
+                policy.reset(seed + k)
+                yield from (info["instructions"] for info in infos.values())
+                while env.agents:
+                    replies = {a: policy.act(a, obs[a], infos[a]) for a in env.agents}
+                    yield from obs.values()
+                    yield from replies.values()
+                    obs, _, _, _, new = env.step(replies)
+                    infos.update(new)
+            env.close()
+
+
+def build_local_model(out_dir: str | Path, config: LocalModelConfig | None = None) -> Path:
+    """Build and save the tokenizer and a randomly initialised Qwen2 model into ``out_dir``."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    config = config or LocalModelConfig()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+
+    # 1. tokenizer: byte-level BPE on the environments' own text (so "\n" is one token)
+    corpus = sorted(set(env_corpus(episodes=config.episodes_per_env, seed=config.seed)))
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=config.vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(corpus, trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        bos_token=None,
+        unk_token=None,
+        additional_special_tokens=["<|im_start|>"],
+        model_max_length=config.max_position_embeddings,
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(out)
+
+    # 2. model: a standard architecture, randomly initialised from the seed
+    model_config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=config.hidden_size,
+        intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.num_hidden_layers,
+        num_attention_heads=config.num_attention_heads,
+        num_key_value_heads=max(1, config.num_attention_heads // 2),
+        max_position_embeddings=config.max_position_embeddings,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(config.seed)
+    model = Qwen2ForCausalLM(model_config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(out, safe_serialization=True)
+    (out / "teamgym_model.json").write_text(
+        json.dumps(
+            {"builder": "teamgym.adapters.local_model", **asdict(config)}, indent=2, sort_keys=True
+        )
+        + "\n"
+    )
+    return out
+
+
+def directory_hash(path: str | Path) -> str:
+    """SHA-256 over the files of a model directory (names and bytes), for reproducibility checks."""
+    digest = hashlib.sha256()
+    for file in sorted(Path(path).rglob("*")):
+        if file.is_file():
+            digest.update(file.relative_to(path).as_posix().encode())
+            digest.update(file.read_bytes())
+    return digest.hexdigest()

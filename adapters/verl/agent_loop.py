@@ -1,0 +1,184 @@
+"""``TeamAgentLoop``: one agent's multi-turn trajectory in a shared multi-agent episode.
+
+Registered in VERL as ``teamgym_agent`` (and through ``agent_loop.yaml`` for
+``actor_rollout_ref.rollout.agent.agent_loop_config_path``). A dataset row is one (episode
+seed, agent); its loop joins the episode hub, and on every turn generates the agent's reply
+(all agents of an episode are in flight at once), submits it, and appends the next observation.
+Model tokens get ``response_mask`` 1, observation tokens 0. ``reward_score`` is the agent's
+return under reward sharing; episode metrics go to ``extra_fields["reward_extra_info"]`` so
+they reach VERL's logs.
+
+Response budget: VERL caps each trajectory at ``rollout.response_length`` tokens. When an
+agent's budget runs out mid-episode its trajectory stops growing, and the agent keeps playing
+with empty replies (the env's no-op with its small penalty) until the episode ends, so its
+teammates never wait and its ``reward_score`` still counts the whole episode.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+
+from teamgym.adapters.verl.advantage import record_team
+from teamgym.adapters.verl.hub import get_ray_hub, local_hub
+
+__all__ = ["AGENT_LOOP_NAME", "TeamAgentLoop"]
+
+AGENT_LOOP_NAME = "teamgym_agent"
+#: Episode metrics copied into VERL's reward_extra_info (numbers only; None becomes NaN).
+LOGGED_METRICS = (
+    "success",
+    "score",
+    "team_return",
+    "episode_length",
+    "collaboration_index",
+    "communication_frequency",
+    "mean_message_tokens",
+    "invalid_action_rate",
+    "contribution_gini",
+)
+
+
+@register(AGENT_LOOP_NAME)
+class TeamAgentLoop(AgentLoopBase):
+    """Agent loop for teamgym environments (see the module docstring).
+
+    Keyword arguments come from the agent-loop YAML entry, not the whole config tree:
+    ``sharing`` (RewardSharing fields; weight 0.7 by default), ``max_reply_tokens`` (per turn),
+    ``hub`` (``"local"`` or ``"ray"``), ``join_timeout`` and ``turn_timeout`` in seconds.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        sharing: dict[str, Any] | None = None,
+        max_reply_tokens: int = 256,
+        hub: str = "local",
+        join_timeout: float = 60.0,
+        turn_timeout: float = 600.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.sharing = dict(sharing or {"weight": 0.7})
+        self.max_reply_tokens = int(max_reply_tokens)
+        self.response_length = int(self.rollout_config.response_length)
+        if hub == "local":
+            self.hub, self._remote = local_hub(join_timeout, turn_timeout), False
+        elif hub == "ray":
+            self.hub, self._remote = (
+                get_ray_hub(join_timeout=join_timeout, turn_timeout=turn_timeout),
+                True,
+            )
+        else:
+            raise ValueError(f"hub must be 'local' or 'ray', got {hub!r}")
+
+    async def _call(self, method: str, *args: Any) -> Any:
+        fn = getattr(self.hub, method)
+        return await (fn.remote(*args) if self._remote else fn(*args))
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        """Play one agent's part of one episode; returns its trajectory."""
+        # 1. the row: who we are, in which episode
+        info = dict(kwargs["extra_info"])
+        agent, seed = str(info["agent"]), int(info["seed"])
+        env_kwargs = (
+            json.loads(info["env_kwargs"])
+            if isinstance(info["env_kwargs"], str)
+            else dict(info["env_kwargs"])
+        )
+        if "uid" in kwargs:
+            record_team(str(kwargs["uid"]), str(info["episode"]))
+        messages = [dict(m) for m in kwargs["raw_prompt"]]
+
+        # 2. the prompt, as VERL's continuous-token builder renders it
+        prompt_ids = await self.ct_build_initial_tokens(messages)
+        token_ids, mask, logprobs = list(prompt_ids), [], []
+        want_logprobs = bool(sampling_params.get("logprobs"))
+
+        # 3. meet the teammates
+        joined = await self._call(
+            "join", str(info["episode"]), agent, str(info["env_id"]), env_kwargs, seed, self.sharing
+        )
+        first_obs_matches = joined.observation == messages[-1]["content"]
+        request_id = f"{joined.instance}/{agent}"  # sticky per trajectory, reproducible
+        total, turns, replies = 0.0, 0, []
+        budget_left, result = True, None
+        try:
+            while True:
+                # 4. one turn: generate (while the budget lasts), submit, read the next observation
+                reply = ""
+                max_tokens = min(self.max_reply_tokens, self.response_length - len(mask))
+                if budget_left and max_tokens > 0:
+                    output = await self.server_manager.generate(
+                        request_id=request_id,
+                        prompt_ids=token_ids,
+                        sampling_params={**sampling_params, "max_tokens": max_tokens},
+                    )
+                    merged, mask, lp = await self.ct_merge_assistant_token(
+                        token_ids,
+                        output.token_ids,
+                        mask,
+                        logprobs if want_logprobs else None,
+                        assistant_logprobs=output.log_probs if want_logprobs else None,
+                    )
+                    token_ids, logprobs = merged.token_ids, lp or []
+                    reply = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
+                    turns += 1
+                else:
+                    budget_left = False
+                replies.append(reply)
+                result = await self._call("submit", joined.instance, agent, reply)
+                total += result.reward
+                if result.done:
+                    break
+                if budget_left:
+                    messages.append({"role": "assistant", "content": reply})
+                    previous = list(messages)
+                    messages.append({"role": "user", "content": result.observation})
+                    merged, new_mask, lp = await self.ct_merge_context_msg(
+                        previous, messages, token_ids, mask, logprobs if want_logprobs else None
+                    )
+                    if len(new_mask) >= self.response_length:
+                        budget_left = False
+                    else:
+                        token_ids, mask, logprobs = merged.token_ids, new_mask, lp or []
+        except BaseException as exc:  # a crash or a cancel: end the episode for the teammates
+            await self._call("leave", joined.instance, agent, f"{type(exc).__name__}: {exc}")
+            raise
+
+        # 5. the trajectory, as VERL expects it
+        metrics = (result.metrics if result is not None else None) or {}
+        response_ids = token_ids[len(prompt_ids) :]
+        extra = {name: _number(metrics.get(name)) for name in LOGGED_METRICS}
+        extra.update(
+            aborted=float(result.aborted is not None),
+            missing_agents=float(len(joined.missing_agents)),
+            budget_exhausted=float(not budget_left),
+            prompt_mismatch=float(not first_obs_matches),
+        )
+        return AgentLoopOutput(
+            prompt_ids=list(prompt_ids),
+            response_ids=response_ids[: self.response_length],
+            response_mask=mask[: self.response_length],
+            response_logprobs=logprobs[: self.response_length]
+            if want_logprobs and logprobs
+            else None,
+            reward_score=float(total),
+            num_turns=2 * turns + 1,
+            metrics={},
+            extra_fields={
+                "reward_extra_info": extra,
+                "teamgym_episode": str(info["episode"]),
+                "teamgym_agent": agent,
+                "teamgym_instance": joined.instance,
+                "teamgym_replies": replies,
+                "teamgym_aborted": result.aborted if result is not None else None,
+            },
+        )
+
+
+def _number(value: Any) -> float:
+    """Metrics as floats for VERL's logs (None -> NaN, bools -> 0/1)."""
+    return float("nan") if value is None else float(value)

@@ -1,0 +1,134 @@
+"""Build the parquet files VERL's ``RLHFDataset`` reads: one row per (episode seed, agent).
+
+Each row holds the agent's first chat messages (system: the env's instructions; user: its
+first observation) under ``prompt``, ``agent_name`` (our agent loop), and ``extra_info`` with
+the env id, env kwargs (JSON), seed, agent and episode key. Rows of one episode are adjacent
+and episodes are shuffled as units, so run VERL with ``data.shuffle=False`` (checked by
+:func:`teamgym.adapters.verl.config.validate_config`). Train and validation seeds come from
+disjoint ranges: train below ``EVAL_SEED_BASE``, validation from it upwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from teamgym.benchmarks.baselines import EVAL_SEED_BASE
+from teamgym.envs.registration import make
+
+__all__ = ["DatasetManifest", "build_dataset", "episode_rows"]
+
+AGENT_LOOP_NAME = (
+    "teamgym_agent"  # == teamgym.adapters.verl.agent_loop.AGENT_LOOP_NAME (no torch import here)
+)
+
+
+@dataclass(frozen=True)
+class DatasetManifest:
+    """What a dataset directory holds (``manifest.json``)."""
+
+    env_id: str
+    env_kwargs: dict[str, Any]
+    num_agents: int
+    train_episodes: int
+    val_episodes: int
+    train_rows: int
+    val_rows: int
+    max_prompt_chars: int
+    train_seeds_sha256: str
+    val_seeds_sha256: str
+
+
+def _kwargs_key(env_kwargs: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(env_kwargs, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def episode_rows(
+    env_id: str, env_kwargs: dict[str, Any], seeds: Sequence[int], split: str, start_index: int = 0
+) -> list[dict[str, Any]]:
+    """The dataset rows of the episodes ``seeds`` (agents of one episode adjacent)."""
+    env = make(env_id, **{**env_kwargs, "obs_mode": "text"})
+    kwargs_json = json.dumps(env_kwargs, sort_keys=True)
+    rows, index = [], start_index
+    for seed in seeds:
+        obs, infos = env.reset(seed=int(seed))
+        episode = f"{env_id}/{_kwargs_key(env_kwargs)}/{split}/{int(seed)}"
+        for agent in env.possible_agents:
+            rows.append(
+                {
+                    "data_source": env_id,
+                    "prompt": [
+                        {"role": "system", "content": infos[agent]["instructions"]},
+                        {"role": "user", "content": obs[agent]},
+                    ],
+                    "agent_name": AGENT_LOOP_NAME,
+                    "ability": "multi-agent",
+                    "reward_model": {"style": "env", "ground_truth": ""},
+                    "extra_info": {
+                        "index": index,
+                        "split": split,
+                        "env_id": env_id,
+                        "env_kwargs": kwargs_json,
+                        "seed": int(seed),
+                        "agent": agent,
+                        "episode": episode,
+                        "num_agents": len(env.possible_agents),
+                    },
+                }
+            )
+            index += 1
+    env.close()
+    return rows
+
+
+def build_dataset(
+    env_id: str,
+    out_dir: str | Path,
+    train_episodes: int,
+    val_episodes: int,
+    env_kwargs: dict[str, Any] | None = None,
+    seed: int = 0,
+) -> DatasetManifest:
+    """Write ``train.parquet``, ``val.parquet`` and ``manifest.json`` into ``out_dir``."""
+    import pandas as pd
+
+    if train_episodes < 1 or val_episodes < 0:
+        raise ValueError("train_episodes must be >= 1 and val_episodes >= 0")
+    env_kwargs = dict(env_kwargs or {})
+    env_kwargs.pop("obs_mode", None)
+    rng = np.random.default_rng(seed)
+    train_seeds = rng.choice(EVAL_SEED_BASE, size=train_episodes, replace=False).tolist()
+    val_seeds = (
+        EVAL_SEED_BASE + rng.choice(EVAL_SEED_BASE, size=val_episodes, replace=False)
+    ).tolist()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    train = episode_rows(env_id, env_kwargs, train_seeds, "train")
+    val = episode_rows(env_id, env_kwargs, val_seeds, "val", start_index=len(train))
+    for name, rows in (("train", train), ("val", val)):
+        tmp = out / f".{name}.parquet.tmp"
+        pd.DataFrame(rows).to_parquet(tmp, index=False)
+        tmp.replace(out / f"{name}.parquet")
+    num_agents = train[0]["extra_info"]["num_agents"]
+    manifest = DatasetManifest(
+        env_id=env_id,
+        env_kwargs=env_kwargs,
+        num_agents=num_agents,
+        train_episodes=train_episodes,
+        val_episodes=val_episodes,
+        train_rows=len(train),
+        val_rows=len(val),
+        max_prompt_chars=max(sum(len(m["content"]) for m in r["prompt"]) for r in train + val),
+        train_seeds_sha256=hashlib.sha256(json.dumps(sorted(train_seeds)).encode()).hexdigest(),
+        val_seeds_sha256=hashlib.sha256(json.dumps(sorted(val_seeds)).encode()).hexdigest(),
+    )
+    (out / "manifest.json").write_text(
+        json.dumps(asdict(manifest), indent=2, sort_keys=True) + "\n"
+    )
+    return manifest

@@ -1,0 +1,251 @@
+"""The episode hub: where the agent loops of one episode meet and step their env together.
+
+VERL runs one agent loop per dataset row, and a row is one (episode seed, agent). The loops of
+one episode join the hub under the episode's key; the hub builds the env once, resets it with
+the seed, and steps it when every live agent has submitted its reply, so each env step costs
+one model latency, not one per agent. The API is plain data (``join``, ``submit``, ``leave``)
+so the same object serves in-process (one worker) and as a Ray actor (episodes across workers).
+
+What never hangs:
+
+* **Copies.** ``rollout.n`` copies of a row are identical; the k-th loop of an agent to join an
+  episode key takes the first open instance that lacks that agent, so each instance gets one
+  row per agent whatever the arrival order.
+* **Missing rows** (a shuffled sampler or chunking that split an episode): after
+  ``join_timeout`` the instance starts anyway; absent agents reply nothing (a no-op) and every
+  output carries ``missing_agents``.
+* **A crashed or stalled loop**: ``leave`` (called by the loop on any exception) or a turn
+  waiting longer than ``turn_timeout`` ends the instance for everyone with ``aborted`` set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from teamgym.envs.metrics import EpisodeTracker
+from teamgym.envs.registration import make
+from teamgym.envs.sharing import RewardSharing
+from teamgym.envs.wrappers import SharedReward
+
+__all__ = ["EpisodeHub", "JoinResult", "StepResult", "get_ray_hub"]
+
+
+@dataclass(frozen=True)
+class JoinResult:
+    """What a loop gets when its episode instance starts."""
+
+    instance: str
+    """Id of the episode instance, for ``submit`` and ``leave``."""
+    observation: str
+    """The agent's first observation (must equal the dataset prompt's: checked by the loop)."""
+    missing_agents: tuple[str, ...] = ()
+    """Agents whose rows never joined (played as no-ops)."""
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What a loop gets after the env stepped (or the instance ended)."""
+
+    observation: str
+    """The agent's next observation ("" when done)."""
+    reward: float
+    """The agent's shared reward for this step."""
+    done: bool
+    """Whether the agent's part of the episode is over."""
+    metrics: dict[str, Any] | None = None
+    """Episode metrics (JSON-ready), set when the episode has ended."""
+    aborted: str | None = None
+    """Why the episode was cut short (a loop crashed or timed out), or None."""
+
+
+@dataclass
+class _Instance:
+    id: str
+    key: str
+    seed: int
+    env: Any
+    expected: tuple[str, ...]
+    joined: dict[str, asyncio.Future] = field(default_factory=dict)
+    started: bool = False
+    observations: dict[str, str] = field(default_factory=dict)
+    pending: dict[str, Any] = field(default_factory=dict)
+    waiters: dict[str, asyncio.Future] = field(default_factory=dict)
+    missing: tuple[str, ...] = ()
+    tracker: EpisodeTracker | None = None
+    aborted: str | None = None
+    finished: bool = False
+
+
+class EpisodeHub:
+    """Meets the loops of each episode and steps its env; one per process (or one Ray actor).
+
+    Args:
+        join_timeout: seconds an instance waits for all its agents before starting without them.
+        turn_timeout: seconds a step waits for the slowest live agent before aborting.
+        env_factory: builds an env from (env id, kwargs); ``teamgym.envs.make`` by default.
+    """
+
+    def __init__(
+        self,
+        join_timeout: float = 60.0,
+        turn_timeout: float = 600.0,
+        env_factory: Callable[..., Any] | None = None,
+    ) -> None:
+        self.join_timeout = join_timeout
+        self.turn_timeout = turn_timeout
+        self.env_factory = env_factory or (lambda env_id, kwargs: make(env_id, **kwargs))
+        self._open: dict[str, list[_Instance]] = {}
+        self._by_id: dict[str, _Instance] = {}
+        self._ids = itertools.count()
+
+    # ------------------------------------------------------------------ API
+    async def join(
+        self,
+        key: str,
+        agent: str,
+        env_id: str,
+        env_kwargs: dict[str, Any],
+        seed: int,
+        sharing: dict[str, Any] | None = None,
+    ) -> JoinResult:
+        """Join an instance of episode ``key`` as ``agent``; returns when the instance starts."""
+        inst = next(
+            (i for i in self._open.get(key, []) if agent not in i.joined and not i.started), None
+        )
+        if inst is None:
+            env = SharedReward(
+                self.env_factory(env_id, dict(env_kwargs)), RewardSharing(**(sharing or {}))
+            )
+            if agent not in env.possible_agents:
+                raise ValueError(
+                    f"agent {agent!r} is not in {env_id} (agents: {', '.join(env.possible_agents)})"
+                )
+            inst = _Instance(f"{key}#{next(self._ids)}", key, seed, env, tuple(env.possible_agents))
+            self._by_id[inst.id] = inst
+            self._open.setdefault(key, []).append(inst)
+            asyncio.get_running_loop().call_later(self.join_timeout, self._start, inst)
+        loop = asyncio.get_running_loop()
+        inst.joined[agent] = loop.create_future()
+        if set(inst.joined) >= set(inst.expected):
+            self._start(inst)
+        return await inst.joined[agent]
+
+    async def submit(self, instance: str, agent: str, reply: str) -> StepResult:
+        """Give ``agent``'s reply for this turn; returns once the env stepped."""
+        inst = self._by_id.get(instance)
+        if inst is None or inst.finished:
+            return StepResult("", 0.0, True, None, "episode already ended")
+        future = asyncio.get_running_loop().create_future()
+        inst.waiters[agent] = future
+        inst.pending[agent] = reply
+        self._maybe_step(inst)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout=self.turn_timeout)
+        except asyncio.TimeoutError:
+            late = sorted(a for a in inst.env.agents if a not in inst.pending)
+            self._abort(
+                inst, f"turn timed out after {self.turn_timeout}s waiting for {', '.join(late)}"
+            )
+            return future.result()
+
+    async def leave(self, instance: str, agent: str, reason: str) -> None:
+        """``agent``'s loop failed: end the instance for everyone with ``reason``."""
+        inst = self._by_id.get(instance)
+        if inst is not None and not inst.finished:
+            self._abort(inst, f"{agent} left: {reason}")
+
+    def live_instances(self) -> int:
+        """Instances not yet finished (for tests and monitoring)."""
+        return sum(1 for i in self._by_id.values() if not i.finished)
+
+    # ------------------------------------------------------------------ internals
+    def _start(self, inst: _Instance) -> None:
+        if inst.started:
+            return
+        inst.started = True
+        self._open[inst.key].remove(inst)
+        inst.missing = tuple(a for a in inst.expected if a not in inst.joined)
+        obs, _ = inst.env.reset(seed=inst.seed)
+        inst.tracker = EpisodeTracker(inst.expected)
+        inst.observations = obs
+        for agent, future in inst.joined.items():
+            if not future.done():
+                future.set_result(JoinResult(inst.id, obs[agent], inst.missing))
+
+    def _maybe_step(self, inst: _Instance) -> None:
+        live = [a for a in inst.env.agents if a not in inst.missing]
+        if inst.finished or any(a not in inst.pending for a in live):
+            return
+        replies = {a: inst.pending.get(a, "") for a in inst.env.agents}  # missing agents: no-op
+        inst.pending = {}
+        obs, rewards, terms, truncs, infos = inst.env.step(replies)
+        assert inst.tracker is not None
+        inst.tracker.step(rewards, infos)
+        done_all = not inst.env.agents
+        metrics = self._metrics(inst) if done_all else None
+        for agent, future in list(inst.waiters.items()):
+            done = bool(terms.get(agent, True) or truncs.get(agent, True))
+            if not future.done():
+                future.set_result(
+                    StepResult(
+                        obs.get(agent, "") if not done else "",
+                        float(rewards.get(agent, 0.0)),
+                        done,
+                        metrics if done else None,
+                    )
+                )
+        inst.waiters = {}
+        if done_all:
+            self._finish(inst)
+
+    def _metrics(self, inst: _Instance) -> dict[str, Any]:
+        assert inst.tracker is not None
+        out = inst.tracker.metrics().to_dict()
+        out["missing_agents"] = list(inst.missing)
+        out["aborted"] = inst.aborted
+        return json.loads(json.dumps(out))
+
+    def _abort(self, inst: _Instance, reason: str) -> None:
+        if inst.finished:
+            return
+        inst.aborted = reason
+        metrics = self._metrics(inst)
+        for future in inst.waiters.values():
+            if not future.done():
+                future.set_result(StepResult("", 0.0, True, metrics, reason))
+        inst.waiters = {}
+        self._finish(inst)
+
+    def _finish(self, inst: _Instance) -> None:
+        inst.finished = True
+        inst.env.close()
+        self._by_id.pop(inst.id, None)
+
+
+_LOCAL_HUB: EpisodeHub | None = None
+
+
+def local_hub(join_timeout: float = 60.0, turn_timeout: float = 600.0) -> EpisodeHub:
+    """The process-wide in-process hub (created on first use)."""
+    global _LOCAL_HUB
+    if _LOCAL_HUB is None:
+        _LOCAL_HUB = EpisodeHub(join_timeout, turn_timeout)
+    return _LOCAL_HUB
+
+
+def get_ray_hub(
+    name: str = "teamgym_episode_hub", join_timeout: float = 60.0, turn_timeout: float = 600.0
+) -> Any:
+    """A named, detached-per-job Ray actor running an :class:`EpisodeHub` (created on first use),
+    for episodes whose rows land on different agent-loop workers."""
+    import ray
+
+    actor_cls = ray.remote(num_cpus=0, max_concurrency=10_000)(EpisodeHub)
+    return actor_cls.options(name=name, get_if_exists=True, lifetime=None).remote(
+        join_timeout, turn_timeout
+    )

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Shared-reward GRPO with stock VERL 0.9.1 on GPUs (vLLM or SGLang rollout).
+#   MODEL=/models/Qwen2.5-7B-Instruct GPUS=8 bash scripts/train_verl_grpo.sh [hydra overrides...]
+# CHECK_ONLY=1 builds a small dataset and validates the configuration without starting VERL (CI does this).
+set -euo pipefail
+
+MODEL=${MODEL:-Qwen/Qwen2.5-7B-Instruct}    # a Hub name or a local path readable on every node
+ENV_ID=${ENV_ID:-signal-v0}
+NUM_AGENTS=${NUM_AGENTS:-4}
+TRAIN_EPISODES=${TRAIN_EPISODES:-4096}
+VAL_EPISODES=${VAL_EPISODES:-256}
+DATA=${DATA:-$HOME/data/teamgym/$ENV_ID-${NUM_AGENTS}agents}
+GPUS=${GPUS:-8}
+NODES=${NODES:-1}
+ROLLOUT=${ROLLOUT:-vllm}                      # vllm or sglang
+RUN_DIR=${RUN_DIR:-runs/verl-$ENV_ID-$(date +%Y%m%d-%H%M%S)}
+TEAMGYM=${TEAMGYM:-teamgym}
+PYTHON=${PYTHON:-python}
+
+# 1. dataset: one row per (episode seed, agent); message cap 512 tokens
+"$TEAMGYM" verl-data --env "$ENV_ID" --env-arg num_agents="$NUM_AGENTS" --env-arg message_max_tokens=512 \
+  --train-episodes "$TRAIN_EPISODES" --val-episodes "$VAL_EPISODES" --out "$DATA"
+
+args=(
+  teamgym.dataset_dir="$DATA"
+  actor_rollout_ref.model.path="$MODEL"
+  actor_rollout_ref.rollout.name="$ROLLOUT"
+  trainer.n_gpus_per_node="$GPUS"
+  trainer.nnodes="$NODES"
+  trainer.default_local_dir="$RUN_DIR/checkpoints"
+)
+
+if [[ "${CHECK_ONLY:-0}" == "1" ]]; then
+  exec "$PYTHON" -m teamgym.adapters.verl.train --check-only "${args[@]}" "$@"
+fi
+
+# 2. training, with the KL monitor following VERL's file logger
+mkdir -p "$RUN_DIR"
+export VERL_FILE_LOGGER_PATH="$RUN_DIR/metrics.jsonl"
+touch "$VERL_FILE_LOGGER_PATH"
+"$TEAMGYM" verl-kl-watch --follow --target 0.02 "$VERL_FILE_LOGGER_PATH" &
+watcher=$!
+trap 'kill $watcher 2>/dev/null || true' EXIT
+"$PYTHON" -m teamgym.adapters.verl.train "${args[@]}" "$@"

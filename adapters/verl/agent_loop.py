@@ -19,7 +19,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+from verl.experimental.agent_loop.agent_loop import (
+    AgentLoopBase,
+    AgentLoopOutput,
+    _agent_loop_registry,
+    register,
+)
 
 from teamgym.adapters.verl.advantage import record_team
 from teamgym.adapters.verl.hub import get_ray_hub, local_hub
@@ -41,7 +46,6 @@ LOGGED_METRICS = (
 )
 
 
-@register(AGENT_LOOP_NAME)
 class TeamAgentLoop(AgentLoopBase):
     """Agent loop for teamgym environments (see the module docstring).
 
@@ -177,6 +181,12 @@ class TeamAgentLoop(AgentLoopBase):
                 "teamgym_aborted": result.aborted if result is not None else None,
             },
         )
+
+
+# Register under our name unless a YAML entry (agent_loop_config_path, with our settings) already
+# did: this module is often first imported while VERL instantiates that very entry.
+if AGENT_LOOP_NAME not in _agent_loop_registry:
+    register(AGENT_LOOP_NAME)(TeamAgentLoop)
 
 
 def _number(value: Any) -> float:

@@ -231,10 +231,11 @@ _LOCAL_HUB: EpisodeHub | None = None
 
 
 def local_hub(join_timeout: float = 60.0, turn_timeout: float = 600.0) -> EpisodeHub:
-    """The process-wide in-process hub (created on first use)."""
+    """The process-wide in-process hub (created on first use; the timeouts are the run's)."""
     global _LOCAL_HUB
     if _LOCAL_HUB is None:
         _LOCAL_HUB = EpisodeHub(join_timeout, turn_timeout)
+    _LOCAL_HUB.join_timeout, _LOCAL_HUB.turn_timeout = join_timeout, turn_timeout
     return _LOCAL_HUB
 
 

@@ -1,0 +1,105 @@
+"""Fixtures for the VERL adapter tests: a local model built by our code (no download), a
+dataset from our builder, VERL's own config composed with our overlay, and batches made the
+way VERL's trainer makes them."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("verl")
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory) -> Path:
+    from teamgym.adapters.local_model import build_local_model
+
+    return build_local_model(tmp_path_factory.mktemp("model"))
+
+
+@pytest.fixture(scope="session")
+def tokenizer(model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_dir)
+
+
+@pytest.fixture(scope="session")
+def dataset_dir(tmp_path_factory) -> Path:
+    from teamgym.adapters.verl.dataset import build_dataset
+
+    out = tmp_path_factory.mktemp("data")
+    build_dataset("signal-v0", out, train_episodes=6, val_episodes=2, env_kwargs={"num_rounds": 2})
+    return out
+
+
+def write_agent_loop_yaml(path: Path, **settings) -> Path:
+    """An agent-loop registry file like ours, with some settings changed."""
+    import yaml
+
+    entry = {
+        "name": "teamgym_agent",
+        "_target_": "teamgym.adapters.verl.agent_loop.TeamAgentLoop",
+        "sharing": {"weight": 0.7, "mode": "mixed"},
+        "max_reply_tokens": 24,
+        "hub": "local",
+        "join_timeout": 30,
+        "turn_timeout": 120,
+        **settings,
+    }
+    path.write_text(yaml.safe_dump([entry]))
+    return path
+
+
+@pytest.fixture
+def make_cfg(model_dir, dataset_dir, tmp_path):
+    """Compose our overlay on VERL's ppo_trainer with CPU-sized overrides."""
+    from teamgym.adapters.verl.train import compose_config
+
+    def make(response_length: int = 256, prompt_length: int = 1024, **loop_settings):
+        loop_yaml = write_agent_loop_yaml(
+            tmp_path / f"loop-{uuid.uuid4().hex}.yaml", **loop_settings
+        )
+        return compose_config(
+            [
+                f"teamgym.dataset_dir={dataset_dir}",
+                f"actor_rollout_ref.model.path={model_dir}",
+                f"actor_rollout_ref.rollout.prompt_length={prompt_length}",
+                f"actor_rollout_ref.rollout.response_length={response_length}",
+                f"data.max_prompt_length={prompt_length}",
+                f"data.max_response_length={response_length}",
+                f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loop_yaml}",
+                "data.train_batch_size=4",
+                "actor_rollout_ref.rollout.n=2",
+                "actor_rollout_ref.rollout.agent.num_workers=1",
+            ]
+        )
+
+    return make
+
+
+@pytest.fixture
+def make_batch(dataset_dir, tokenizer):
+    """Rows read by VERL's RLHFDataset, uid'd and repeated n times interleaved, as the trainer does."""
+    from verl.protocol import DataProto
+    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+
+    def make(cfg, rows: list[int] | None = None, n: int = 2, permute_seed: int | None = None):
+        ds = RLHFDataset(
+            data_files=[str(dataset_dir / "train.parquet")], tokenizer=tokenizer, config=cfg.data
+        )
+        picked = rows if rows is not None else list(range(len(ds)))
+        batch = DataProto.from_single_dict(collate_fn([ds[i] for i in picked]))
+        batch.non_tensor_batch["uid"] = np.array(
+            [str(uuid.uuid4()) for _ in range(len(batch))], dtype=object
+        )
+        batch = batch.repeat(repeat_times=n, interleave=True)
+        if permute_seed is not None:  # what a shuffled sampler / chunking could do to row order
+            order = np.random.default_rng(permute_seed).permutation(len(batch))
+            batch = batch.select_idxs(order)
+        return batch
+
+    return make

@@ -1,0 +1,103 @@
+"""The episode hub on its own: pairing of copies, missing agents, crashes and stalls never hang."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+pytest.importorskip("verl")
+
+from teamgym.adapters.verl.hub import EpisodeHub
+
+KW = {"num_rounds": 1}
+
+
+async def _play(hub: EpisodeHub, key: str, agent: str, replies: list[str], seed: int = 5):
+    joined = await hub.join(key, agent, "signal-v0", KW, seed, {"weight": 0.7})
+    results = []
+    for reply in replies:
+        result = await hub.submit(joined.instance, agent, reply)
+        results.append(result)
+        if result.done:
+            break
+    return joined, results
+
+
+def test_copies_pair_one_row_per_agent_per_instance() -> None:
+    async def main():
+        hub = EpisodeHub(join_timeout=5)
+        script = {
+            "robot_0": ["<say>x</say><action>say</action>", "wait"],
+            "robot_1": ["wait", "pick 1"],
+        }
+        # three copies of each row, arriving interleaved in an odd order
+        order = ["robot_0", "robot_0", "robot_1", "robot_0", "robot_1", "robot_1"]
+        outs = await asyncio.gather(*(_play(hub, "ep", a, script[a]) for a in order))
+        return hub, order, outs
+
+    hub, order, outs = asyncio.run(main())
+    by_instance: dict[str, list[str]] = {}
+    for agent, (joined, results) in zip(order, outs, strict=True):
+        by_instance.setdefault(joined.instance, []).append(agent)
+        assert results[-1].done and results[-1].metrics is not None and not joined.missing_agents
+    assert sorted(sorted(v) for v in by_instance.values()) == [["robot_0", "robot_1"]] * 3
+    assert hub.live_instances() == 0
+
+
+def test_missing_agents_start_after_join_timeout() -> None:
+    async def main():
+        hub = EpisodeHub(join_timeout=0.2)
+        return await asyncio.wait_for(_play(hub, "ep", "robot_1", ["wait", "pick 1"]), timeout=10)
+
+    joined, results = asyncio.run(main())
+    assert joined.missing_agents == ("robot_0",)
+    assert results[-1].done and results[-1].metrics["missing_agents"] == ["robot_0"]
+
+
+def test_a_crashed_loop_ends_the_episode_for_its_teammates() -> None:
+    async def main():
+        hub = EpisodeHub(join_timeout=5)
+
+        async def crashing():
+            joined = await hub.join("ep", "robot_0", "signal-v0", KW, 1, None)
+            await hub.leave(joined.instance, "robot_0", "RuntimeError: server died")
+
+        _, (_joined, results) = await asyncio.wait_for(
+            asyncio.gather(crashing(), _play(hub, "ep", "robot_1", ["wait", "pick 1"], seed=1)),
+            timeout=10,
+        )
+        return hub, results
+
+    hub, results = asyncio.run(main())
+    assert results[-1].done and "server died" in results[-1].aborted
+    assert hub.live_instances() == 0
+
+
+def test_a_stalled_turn_times_out() -> None:
+    async def main():
+        hub = EpisodeHub(join_timeout=5, turn_timeout=0.3)
+
+        async def stalled():
+            await hub.join("ep", "robot_0", "signal-v0", KW, 1, None)
+            await asyncio.sleep(3)  # never submits
+
+        task = asyncio.create_task(stalled())
+        _, results = await asyncio.wait_for(
+            _play(hub, "ep", "robot_1", ["wait"], seed=1), timeout=10
+        )
+        task.cancel()
+        return results
+
+    results = asyncio.run(main())
+    assert (
+        results[-1].done and "timed out" in results[-1].aborted and "robot_0" in results[-1].aborted
+    )
+
+
+def test_unknown_agent_is_refused() -> None:
+    async def main():
+        await EpisodeHub().join("ep", "robot_7", "signal-v0", KW, 1, None)
+
+    with pytest.raises(ValueError, match="robot_7.*not in signal-v0"):
+        asyncio.run(main())

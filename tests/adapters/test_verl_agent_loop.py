@@ -1,0 +1,246 @@
+"""VERL's real ``AgentLoopWorker`` running our agent loop on CPU: a batch from VERL's own
+``RLHFDataset``, repeated as the trainer repeats it, against a local model built by our code."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("verl")
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+from verl.trainer.ppo import core_algos
+
+from teamgym.adapters.verl import advantage
+from teamgym.adapters.verl.hub import local_hub
+from teamgym.adapters.verl.server import LocalModelServer, ScriptedServer, policy_reply
+from teamgym.envs import RewardSharing, SharedReward, make
+from teamgym.envs.baselines import RandomPolicy
+
+
+def _run(cfg, server, batch, timeout: float = 300):
+    worker = AgentLoopWorker(cfg, server)
+    return asyncio.run(asyncio.wait_for(worker.generate_sequences(batch), timeout=timeout))
+
+
+def _segments(mask: list[int]) -> list[tuple[int, int, int]]:
+    """Runs of equal mask values: (start, end, value)."""
+    runs, start = [], 0
+    for i in range(1, len(mask) + 1):
+        if i == len(mask) or mask[i] != mask[start]:
+            runs.append((start, i, mask[start]))
+            start = i
+    return runs
+
+
+def _rows(out):
+    """Per output row: response ids (unpadded), mask, score, and our extra fields."""
+    rows = []
+    prompt_len = out.batch["prompts"].shape[1]
+    for i in range(len(out)):
+        n = int(out.batch["attention_mask"][i, prompt_len:].sum())
+        rows.append(
+            {
+                "ids": out.batch["responses"][i, :n].tolist(),
+                "mask": out.batch["response_mask"][i, :n].tolist(),
+                "score": float(out.batch["rm_scores"][i].sum()),
+                "agent": out.non_tensor_batch["teamgym_agent"][i],
+                "instance": out.non_tensor_batch["teamgym_instance"][i],
+                "episode": out.non_tensor_batch["teamgym_episode"][i],
+                "replies": list(out.non_tensor_batch["teamgym_replies"][i]),
+                "info": out.non_tensor_batch["extra_info"][i],
+                "extra": out.non_tensor_batch["reward_extra_info"][i],
+            }
+        )
+    return rows
+
+
+def _replay(rows_of_instance, weight: float = 0.7):
+    """Step a fresh env with the replies the rows recorded: shared returns and observations."""
+    info = rows_of_instance[0]["info"]
+    env = SharedReward(
+        make(info["env_id"], **json.loads(info["env_kwargs"])), RewardSharing(weight=weight)
+    )
+    obs, _ = env.reset(seed=int(info["seed"]))
+    replies = {r["agent"]: r["replies"] for r in rows_of_instance}
+    returns = dict.fromkeys(env.possible_agents, 0.0)
+    seen = {a: [] for a in env.possible_agents}
+    t = 0
+    while env.agents:
+        obs, rewards, _, _, _ = env.step({a: replies[a][t] for a in env.agents})
+        for a, r in rewards.items():
+            returns[a] += r
+        for a in env.agents:
+            seen[a].append(obs[a])
+        t += 1
+    return returns, seen
+
+
+def test_worker_with_local_model_masks_scores_and_shared_states(
+    make_cfg, make_batch, model_dir, tokenizer
+) -> None:
+    cfg = make_cfg()
+    batch = make_batch(cfg)
+    out = _run(cfg, LocalModelServer(model_dir, seed=1), batch)
+    assert len(out) == len(batch), "one trajectory per dataset row"
+    rows = _rows(out)
+    for i, row in enumerate(rows):  # row order is kept, so VERL's union pairs rows correctly
+        assert row["agent"] == batch.non_tensor_batch["extra_info"][i]["agent"]
+        assert row["extra"]["prompt_mismatch"] == 0.0 and row["extra"]["missing_agents"] == 0.0
+
+    by_instance: dict[str, list[dict]] = {}
+    for row in rows:
+        by_instance.setdefault(row["instance"], []).append(row)
+    assert len(by_instance) == len(batch) // 2
+    for members in by_instance.values():
+        assert sorted(r["agent"] for r in members) == ["robot_0", "robot_1"]
+        returns, seen = _replay(members)
+        for row in members:
+            # rm_scores: the shared return the env paid this agent
+            assert row["score"] == pytest.approx(returns[row["agent"]], abs=1e-5), row["agent"]
+            # response_mask: 1 exactly on generated tokens; each run of 1s decodes to a reply the env got
+            runs = _segments(row["mask"])
+            generated = [
+                tokenizer.decode(row["ids"][s:e], skip_special_tokens=True)
+                for s, e, v in runs
+                if v == 1
+            ]
+            assert generated == row["replies"][: len(generated)]
+            for s, e, v in runs:  # a reply ends at EOS or at the per-turn cap (24 tokens here)
+                assert v == 0 or row["ids"][e - 1] == tokenizer.eos_token_id or e - s == 24
+            # mask-0 runs are the observations this agent saw, from the same env states as its teammate
+            observed = [tokenizer.decode(row["ids"][s:e]) for s, e, v in runs if v == 0]
+            for text, obs in zip(observed, seen[row["agent"]], strict=False):
+                assert obs in text, f"{row['agent']} saw {text!r}, the replay gave {obs!r}"
+
+
+def test_scripted_policies_give_rewards_and_grpo_matches_the_formula(
+    make_cfg, make_batch, tokenizer
+) -> None:
+    cfg = make_cfg(max_reply_tokens=64, response_length=1024)
+    batch = make_batch(cfg, n=4)
+    server = ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=3)))
+    out = _run(cfg, server, batch)
+    rows = _rows(out)
+    scores = torch.tensor([r["score"] for r in rows])
+    assert scores.std() > 0, "random valid play should give varied shared rewards"
+    bad = [(r["agent"], r["replies"]) for r in rows if r["extra"]["invalid_action_rate"] != 0.0]
+    assert not bad, bad
+
+    # VERL's GRPO, grouped by uid = (seed, agent) row: (s - mean) / (std + eps) within the group
+    uids = out.non_tensor_batch["uid"]
+    adv, _ = core_algos.compute_grpo_outcome_advantage(
+        out.batch["rm_scores"], out.batch["response_mask"], uids
+    )
+    for i in range(len(rows)):
+        group = scores[[j for j in range(len(rows)) if uids[j] == uids[i]]]
+        expected = (scores[i] - group.mean()) / (group.std() + 1e-6)
+        assert adv[i][out.batch["response_mask"][i].bool()].allclose(expected, atol=1e-4)
+
+    # team_grpo: one group per episode seed, all agents and rollouts together
+    adv_team, _ = core_algos.get_adv_estimator_fn(advantage.TEAM_ESTIMATOR)(
+        token_level_rewards=out.batch["rm_scores"],
+        response_mask=out.batch["response_mask"],
+        index=uids,
+    )
+    episodes = [r["episode"] for r in rows]
+    for i in range(len(rows)):
+        group = scores[[j for j in range(len(rows)) if episodes[j] == episodes[i]]]
+        assert len(group) == 2 * 4
+        expected = (scores[i] - group.mean()) / (group.std() + 1e-6)
+        assert adv_team[i][out.batch["response_mask"][i].bool()].allclose(expected, atol=1e-4)
+
+
+def test_shuffled_rows_still_pair_correctly(make_cfg, make_batch, tokenizer) -> None:
+    cfg = make_cfg(max_reply_tokens=64, response_length=1024)
+    batch = make_batch(cfg, permute_seed=7)
+    out = _run(cfg, ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=1))), batch)
+    rows = _rows(out)
+    by_instance: dict[str, list[str]] = {}
+    for row, info in zip(rows, batch.non_tensor_batch["extra_info"], strict=True):
+        assert row["agent"] == info["agent"]
+        by_instance.setdefault(row["instance"], []).append(row["agent"])
+        assert row["episode"] == info["episode"]
+    assert all(sorted(v) == ["robot_0", "robot_1"] for v in by_instance.values())
+    for members in {
+        r["instance"]: [x for x in rows if x["instance"] == r["instance"]] for r in rows
+    }.values():
+        returns, _ = _replay(members)
+        for row in members:
+            assert row["score"] == pytest.approx(returns[row["agent"]], abs=1e-5)
+
+
+def test_response_budget_running_out_mid_episode(
+    make_cfg, make_batch, model_dir, tokenizer
+) -> None:
+    """The agent stops growing its trajectory, keeps playing no-ops, and nothing hangs."""
+    cfg = make_cfg(response_length=40, max_reply_tokens=30)
+    batch = make_batch(cfg, rows=[0, 1])
+    out = _run(cfg, LocalModelServer(model_dir, seed=2), batch, timeout=120)
+    rows = _rows(out)
+    assert all(len(r["mask"]) <= 40 for r in rows)
+    assert any(r["extra"]["budget_exhausted"] == 1.0 for r in rows)
+    for r in rows:
+        assert len(r["replies"]) == r["extra"]["episode_length"] == 4  # played to the end
+        assert r["replies"][-1] == "" or r["extra"]["budget_exhausted"] == 0.0
+    returns, _ = _replay(
+        rows[:1] + [x for x in rows if x["instance"] == rows[0]["instance"] and x is not rows[0]]
+    )
+    assert rows[0]["score"] == pytest.approx(returns[rows[0]["agent"]], abs=1e-5)
+
+
+def test_rows_of_a_missing_teammate_do_not_hang(make_cfg, make_batch, tokenizer) -> None:
+    cfg = make_cfg(join_timeout=0.5)
+    batch = make_batch(cfg, rows=[0, 2])  # robot_0 of two episodes, their robot_1 rows absent
+    out = _run(
+        cfg, ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=2))), batch, timeout=60
+    )
+    rows = _rows(out)
+    assert len(rows) == 4
+    assert all(r["extra"]["missing_agents"] == 1.0 and r["agent"] == "robot_0" for r in rows)
+
+
+def test_a_crashing_agent_loop_fails_the_batch_without_hanging(
+    make_cfg, make_batch, tokenizer
+) -> None:
+    def reply(prompt_text: str) -> str:
+        if "You are robot_1" in prompt_text and "Step 1/" in prompt_text:
+            raise RuntimeError("rollout server died")
+        return policy_reply(RandomPolicy(seed=0))(prompt_text)
+
+    cfg = make_cfg()
+    batch = make_batch(cfg, rows=[0, 1, 2, 3])
+    with pytest.raises(RuntimeError, match="rollout server died"):
+        _run(cfg, ScriptedServer(tokenizer, reply), batch, timeout=60)
+    assert local_hub().live_instances() == 0, "teammates' episodes were ended, not left waiting"
+
+
+def test_all_agents_of_an_episode_are_in_flight_at_once(make_cfg, make_batch, tokenizer) -> None:
+    cfg = make_cfg()
+    batch = make_batch(cfg, rows=[0, 1], n=1)
+    server = ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=0)), latency=0.05)
+    out = _run(cfg, server, batch)
+    turns = int(_rows(out)[0]["extra"]["episode_length"])
+    assert server.max_in_flight == 2
+    assert server.calls == 2 * turns
+
+
+def test_rm_scores_follow_the_sharing_weight(make_cfg, make_batch, tokenizer) -> None:
+    selfish = _rows(
+        _run(
+            make_cfg(sharing={"weight": 0.0}, max_reply_tokens=64, response_length=1024),
+            ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=4))),
+            make_batch(make_cfg(), n=1),
+        )
+    )
+    for members in {
+        r["instance"]: [x for x in selfish if x["instance"] == r["instance"]] for r in selfish
+    }.values():
+        returns, _ = _replay(members, weight=0.0)
+        for row in members:
+            assert row["score"] == pytest.approx(returns[row["agent"]], abs=1e-6)
+    assert np.isfinite([r["score"] for r in selfish]).all()

@@ -4,6 +4,7 @@
 ``teamgym baselines``  run every env with its baselines and print a results table (main job);
 ``teamgym perf``       microseconds per agent-step of every env;
 ``teamgym verl-data``  parquet datasets for VERL (one row per episode seed and agent);
+``teamgym verl-bench`` throughput and concurrency of the VERL adapter;
 ``teamgym verl-kl-watch FILE``  warn when a VERL run's KL passes its target;
 ``teamgym model init`` a small local model (tokenizer trained on the envs' text), no download.
 """
@@ -163,6 +164,50 @@ def _cmd_kl_watch(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _cmd_verl_bench(args: argparse.Namespace, console: Console) -> int:
+    from teamgym.benchmarks.verl_throughput import measure_throughput
+
+    results = measure_throughput(
+        args.episodes, args.agents, args.rounds, args.latency, args.n, args.model
+    )
+    table = Table(title="VERL adapter throughput (real AgentLoopWorker, CPU)")
+    for col in (
+        "server",
+        "episodes",
+        "agents",
+        "turns",
+        "rows",
+        "seconds",
+        "rows/s",
+        "episodes/s",
+        "tokens/s",
+        "wall / (turns x latency)",
+        "max in flight",
+    ):
+        table.add_column(col, justify="left" if col == "server" else "right")
+    for r in results:
+        ratio = (
+            f"{r.concurrency_ratio:.2f} (serial: {r.num_agents * r.episodes})"
+            if r.concurrency_ratio
+            else "-"
+        )
+        table.add_row(
+            r.server,
+            str(r.episodes),
+            str(r.num_agents),
+            str(r.turns),
+            str(r.rows),
+            f"{r.seconds:.2f}",
+            f"{r.rows_per_s:.1f}",
+            f"{r.episodes_per_s:.2f}",
+            f"{r.tokens_per_s:.0f}",
+            ratio,
+            str(r.max_in_flight or "-"),
+        )
+    console.print(table)
+    return 0
+
+
 def _cmd_model(args: argparse.Namespace, console: Console) -> int:
     from teamgym.adapters.local_model import LocalModelConfig, build_local_model, directory_hash
 
@@ -226,6 +271,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", required=True, help="output directory")
 
+    p = sub.add_parser("verl-bench", help="throughput and concurrency of the VERL adapter on CPU")
+    p.add_argument("--episodes", type=int, default=16, help="episodes in the batch")
+    p.add_argument("--agents", type=int, default=4, help="agents per episode")
+    p.add_argument("--rounds", type=int, default=2, help="signal-v0 rounds (2 turns each)")
+    p.add_argument(
+        "--latency", type=float, default=0.05, help="seconds per call of the server double"
+    )
+    p.add_argument("--n", type=int, default=1, help="rollout.n copies of each row")
+    p.add_argument("--model", default=None, help="local model directory (built when omitted)")
+
     p = sub.add_parser(
         "verl-kl-watch", help="warn when a VERL run's KL to the reference passes its target"
     )
@@ -253,6 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "perf": _cmd_perf,
         "verl-data": _cmd_verl_data,
         "verl-kl-watch": _cmd_kl_watch,
+        "verl-bench": _cmd_verl_bench,
         "model": _cmd_model,
     }
     try:

@@ -34,3 +34,20 @@ def _run_python(
 def run_python():
     """``run_python(code, env=..., cwd=...)``: run code in a fresh interpreter process."""
     return _run_python
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory) -> Path:
+    """A local model built by our code (tokenizer trained on the envs' text; no download)."""
+    pytest.importorskip("transformers")
+    from teamgym.adapters.local_model import build_local_model
+
+    return build_local_model(tmp_path_factory.mktemp("model"))
+
+
+@pytest.fixture(scope="session")
+def tokenizer(model_dir):
+    """The local model's tokenizer."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_dir)

@@ -239,14 +239,20 @@ def local_hub(join_timeout: float = 60.0, turn_timeout: float = 600.0) -> Episod
     return _LOCAL_HUB
 
 
+_RAY_HUBS: dict[str, Any] = {}
+
+
 def get_ray_hub(
     name: str = "teamgym_episode_hub", join_timeout: float = 60.0, turn_timeout: float = 600.0
 ) -> Any:
-    """A named, detached-per-job Ray actor running an :class:`EpisodeHub` (created on first use),
-    for episodes whose rows land on different agent-loop workers."""
-    import ray
+    """The job's named Ray actor running an :class:`EpisodeHub` (created on first use), for
+    episodes whose rows land on different agent-loop workers. The handle is kept for the life of
+    this process, so the actor lives as long as the first worker that created it."""
+    if name not in _RAY_HUBS:
+        import ray
 
-    actor_cls = ray.remote(num_cpus=0, max_concurrency=10_000)(EpisodeHub)
-    return actor_cls.options(name=name, get_if_exists=True, lifetime=None).remote(
-        join_timeout, turn_timeout
-    )
+        actor_cls = ray.remote(num_cpus=0, max_concurrency=10_000)(EpisodeHub)
+        _RAY_HUBS[name] = actor_cls.options(name=name, get_if_exists=True).remote(
+            join_timeout, turn_timeout
+        )
+    return _RAY_HUBS[name]

@@ -14,20 +14,6 @@ pytest.importorskip("verl")
 
 
 @pytest.fixture(scope="session")
-def model_dir(tmp_path_factory) -> Path:
-    from teamgym.adapters.local_model import build_local_model
-
-    return build_local_model(tmp_path_factory.mktemp("model"))
-
-
-@pytest.fixture(scope="session")
-def tokenizer(model_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(model_dir)
-
-
-@pytest.fixture(scope="session")
 def dataset_dir(tmp_path_factory) -> Path:
     from teamgym.adapters.verl.dataset import build_dataset
 

@@ -244,3 +244,40 @@ def test_rm_scores_follow_the_sharing_weight(make_cfg, make_batch, tokenizer) ->
         for row in members:
             assert row["score"] == pytest.approx(returns[row["agent"]], abs=1e-6)
     assert np.isfinite([r["score"] for r in selfish]).all()
+
+
+@pytest.mark.slow
+def test_ray_hub_joins_episodes_split_across_workers(make_cfg, make_batch, tokenizer) -> None:
+    """Two AgentLoopWorkers get chunks as AgentLoopManager cuts them (prompts.chunk), and each
+    episode's agents land in different chunks; the named Ray actor hub pairs them."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    try:
+        cfg = make_cfg(hub="ray", max_reply_tokens=64, response_length=1024)
+        # rows 0,2,4 are robot_0 of three episodes, 1,3,5 their robot_1: chunk 0 gets all robot_0s
+        batch = make_batch(cfg, rows=[0, 2, 4, 1, 3, 5], n=1)
+        chunks = batch.chunk(2)
+        workers = [
+            AgentLoopWorker(cfg, ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=s))))
+            for s in (0, 1)
+        ]
+
+        async def both():
+            return await asyncio.gather(
+                *(w.generate_sequences(c) for w, c in zip(workers, chunks, strict=True))
+            )
+
+        outs = asyncio.run(asyncio.wait_for(both(), timeout=120))
+        rows = _rows(outs[0]) + _rows(outs[1])
+        assert [r["agent"] for r in rows] == ["robot_0"] * 3 + ["robot_1"] * 3
+        assert all(r["extra"]["missing_agents"] == 0.0 for r in rows)
+        by_instance: dict[str, list[dict]] = {}
+        for row in rows:
+            by_instance.setdefault(row["instance"], []).append(row)
+        assert len(by_instance) == 3
+        for members in by_instance.values():
+            returns, _ = _replay(members)
+            for row in members:
+                assert row["score"] == pytest.approx(returns[row["agent"]], abs=1e-5)
+    finally:
+        ray.shutdown()

@@ -80,7 +80,9 @@ def invalid_action(agent: str, reason: str) -> Event:
     return {"type": "invalid_action", "agent": agent, "reason": reason}
 
 
-def outcome(success: bool, score: float) -> Event:
+def outcome(success: bool, score: float, **extras: float) -> Event:
     """How the episode ended: ``success`` by the game's rule, ``score`` in [0, 1] (e.g. the
-    fraction of goals reached). Emitted once, on the step that ends the episode."""
-    return {"type": "outcome", "success": bool(success), "score": float(score)}
+    fraction of goals reached), and game-specific figures in ``extras`` (e.g. transport rate).
+    Emitted once, on the step that ends the episode."""
+    return {"type": "outcome", "success": bool(success), "score": float(score),
+            "extras": {k: float(v) for k, v in extras.items()}}

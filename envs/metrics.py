@@ -65,6 +65,8 @@ class EpisodeMetrics:
     """Share of completed subtasks done by an agent the plan assigned; ``None`` without a plan."""
     counts: dict[str, int] = field(default_factory=dict)
     """Raw counts: agent_steps, messages, subtasks_attempted, subtasks_completed, invalid."""
+    extras: dict[str, float] = field(default_factory=dict)
+    """Game-specific figures from the ``outcome`` event (e.g. MAP-THOR's transport rate)."""
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict for JSON."""
@@ -98,6 +100,7 @@ class EpisodeTracker:
         self.invalid = 0
         self.success = False
         self.score = 0.0
+        self.extras: dict[str, float] = {}
         self.plan: dict[str, Any] | None = None
         self.completed_by: list[tuple[str, list[str]]] = []
 
@@ -138,6 +141,7 @@ class EpisodeTracker:
         elif kind == "outcome":
             self.success = bool(event.get("success", False))
             self.score = float(event.get("score", 0.0))
+            self.extras = {k: float(v) for k, v in event.get("extras", {}).items()}
 
     def _plan_metrics(self) -> tuple[float | None, float | None]:
         if self.plan is None:
@@ -179,6 +183,7 @@ class EpisodeTracker:
                 "subtasks_completed": self.completed,
                 "invalid": self.invalid,
             },
+            extras=dict(self.extras),
         )
 
 

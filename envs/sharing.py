@@ -129,7 +129,7 @@ def _proportional(
     total = sum(credit.values())
     if total <= 0.0:
         return {a: t / len(rewards) for a in rewards}
-    return {a: t * c / total for a, c in credit.items()}
+    return {a: t * (c / total) for a, c in credit.items()}  # share first: no denormal underflow
 
 
 @register_sharing_mode("difference")

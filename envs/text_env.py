@@ -98,6 +98,8 @@ class GameStep:
     """Typed events of the step (see :mod:`teamgym.envs.events`)."""
     done: bool | dict[str, bool] = False
     """Whether the episode (or, per agent, that agent's part in it) has ended."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """Extra ``infos`` keys for every agent this step (JSON-ready), e.g. the turn order."""
 
 
 class TextParallelEnv(ParallelEnv[str, Any, Any]):
@@ -157,8 +159,8 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
             raise ValueError(
                 f"message_max_tokens must be a positive int, got {message_max_tokens!r}"
             )
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be 'ansi' or None, got {render_mode!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
         self.possible_agents = [f"robot_{i}" for i in range(num_agents)]
         self.agents: list[str] = []
         self.obs_mode: _ObsMode = obs_mode
@@ -213,6 +215,11 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
     def _game_vector_observation(self, agent: str) -> np.ndarray:
         """The agent's observation as a float32 vector (messages via ``self.inbox``)."""
         raise NotImplementedError
+
+    def _game_vector_action(self, agent: str, index: int) -> tuple[str, str | None]:
+        """The (text action, message) that vector action ``index`` stands for now; games whose
+        action slots change meaning per episode (e.g. "goto place 3") translate here."""
+        return self._game_action_names(agent)[index]
 
     def _game_default_max_steps(self) -> int:
         """Step limit used when ``max_steps`` is None."""
@@ -335,6 +342,7 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
                     feedback[agent].append(note)
 
         self.messages_sent = dict(outbox)
+        self.raw_replies = {a: actions.get(a) for a in live}
         result = self._game_step(chosen)
         self.num_steps += 1
 
@@ -372,15 +380,23 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
                 "feedback": self._feedback[agent],
                 "events": step_events,
                 "individual_reward": rewards[agent],
+                **result.info,
             }
             obs[agent] = self._observe(agent, valid)
         return obs, dict(rewards), terminations, truncations, infos
 
-    def render(self) -> str | None:
-        """The global view as text (``render_mode="ansi"``); None otherwise."""
-        if self.render_mode != "ansi":
-            return None
-        return self._game_render()
+    def render(self) -> Any:
+        """The global view: text for ``render_mode="ansi"``, an RGB array for ``"rgb_array"``
+        (games that offer it); None without a render mode."""
+        if self.render_mode == "ansi":
+            return self._game_render()
+        if self.render_mode == "rgb_array":
+            return self._game_render_rgb()
+        return None
+
+    def _game_render_rgb(self) -> np.ndarray:
+        """The global view as an H x W x 3 uint8 image (games listing ``rgb_array``)."""
+        raise NotImplementedError
 
     def state(self) -> Any:
         """Global state: the rendered view in text mode, all agents' vectors in vector mode."""
@@ -403,7 +419,7 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
                 return None, None, f"expected an action index, got {reply!r:.40}"
             if not 0 <= index < len(names):
                 return None, None, f"action index {index} is out of range 0..{len(names) - 1}"
-            action, message = names[index]
+            action, message = self._game_vector_action(agent, index)
             if action not in valid:
                 return None, message, f"'{action}' is not possible now"
             return action, message, None
@@ -433,8 +449,11 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
 
     def _observe(self, agent: str, valid: list[str]) -> Any:
         if self.obs_mode == "vector":
-            names = self._game_action_names(agent)
-            mask = np.fromiter((a in valid for a, _ in names), dtype=np.int8, count=len(names))
+            n = len(self._game_action_names(agent))
+            valid_set = set(valid)
+            mask = np.fromiter(
+                (self._game_vector_action(agent, i)[0] in valid_set for i in range(n)), dtype=np.int8, count=n
+            )
             return {"observation": self._game_vector_observation(agent), "action_mask": mask}
         parts = [f"Step {self.num_steps}/{self.max_steps}. {self._feedback.get(agent, '')}"]
         parts.append(self._game_observation(agent))

@@ -56,7 +56,7 @@ def test_proportional_splits_the_team_score(rewards, credit) -> None:
     if sum(kept.values()) > 0:
         t = sum(rewards.values())
         for a in rewards:
-            assert shared[a] == pytest.approx(t * kept[a] / sum(kept.values()), abs=1e-6)
+            assert shared[a] == pytest.approx(t * (kept[a] / sum(kept.values())), abs=1e-6)
     else:
         assert len(set(np.round(list(shared.values()), 9))) == 1
 

@@ -41,3 +41,9 @@ register(
     description="Referential game: a speaker sees the target, listeners must pick it; reward only on a right pick.",
     baselines={"expert": "teamgym.envs.signal.baselines:SignalExpert"},
 )
+register(
+    "thor-assembly-v0",
+    "teamgym.envs.thor_assembly:ThorAssemblyEnv",
+    description="Robots in an iTHOR scene fetch parts, connect them with joint actions and pass an inspection.",
+    baselines={"expert": "teamgym.envs.thor_assembly.baselines:ThorExpert"},
+)

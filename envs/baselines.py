@@ -77,6 +77,8 @@ def run_episode(env: Any, policies: Policy | Mapping[str, Policy], seed: int) ->
         policies if isinstance(policies, Mapping) else dict.fromkeys(env.possible_agents, policies)
     )
     for i, policy in enumerate(dict.fromkeys(per_agent.values())):
+        if hasattr(policy, "bind"):  # privileged baselines read the true state
+            policy.bind(env)
         policy.reset(seed * 1000 + i)
     tracker = EpisodeTracker(env.possible_agents)
     last_info = dict(infos)

@@ -84,5 +84,9 @@ def outcome(success: bool, score: float, **extras: float) -> Event:
     """How the episode ended: ``success`` by the game's rule, ``score`` in [0, 1] (e.g. the
     fraction of goals reached), and game-specific figures in ``extras`` (e.g. transport rate).
     Emitted once, on the step that ends the episode."""
-    return {"type": "outcome", "success": bool(success), "score": float(score),
-            "extras": {k: float(v) for k, v in extras.items()}}
+    return {
+        "type": "outcome",
+        "success": bool(success),
+        "score": float(score),
+        "extras": {k: float(v) for k, v in extras.items()},
+    }

@@ -160,7 +160,9 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
                 f"message_max_tokens must be a positive int, got {message_max_tokens!r}"
             )
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+            raise ValueError(
+                f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}"
+            )
         self.possible_agents = [f"robot_{i}" for i in range(num_agents)]
         self.agents: list[str] = []
         self.obs_mode: _ObsMode = obs_mode
@@ -426,8 +428,11 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         parsed = parse_reply(reply)
         if parsed.action is None:
             return None, parsed.message, parsed.error
-        action = normalize_action(parsed.action)
-        if action not in valid:
+        action = parsed.action.strip()
+        if action not in valid:  # tolerate case, spacing, quotes and trailing punctuation
+            wanted = normalize_action(action)
+            action = next((v for v in valid if normalize_action(v) == wanted), None)
+        if action is None:
             shown = parsed.action[:_FEEDBACK_ECHO]
             return (
                 None,
@@ -452,7 +457,9 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
             n = len(self._game_action_names(agent))
             valid_set = set(valid)
             mask = np.fromiter(
-                (self._game_vector_action(agent, i)[0] in valid_set for i in range(n)), dtype=np.int8, count=n
+                (self._game_vector_action(agent, i)[0] in valid_set for i in range(n)),
+                dtype=np.int8,
+                count=n,
             )
             return {"observation": self._game_vector_observation(agent), "action_mask": mask}
         parts = [f"Step {self.num_steps}/{self.max_steps}. {self._feedback.get(agent, '')}"]

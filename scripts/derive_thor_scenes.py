@@ -37,7 +37,10 @@ def main() -> None:
         wheel = Path(sys.argv[1])
     else:
         tmp = Path(tempfile.mkdtemp())
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(tmp), "alfworld"], check=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(tmp), "alfworld"],
+            check=True,
+        )
         wheel = next(tmp.glob("alfworld-*.whl"))
     zf = zipfile.ZipFile(wheel)
     version = wheel.name.split("-")[1]
@@ -52,13 +55,23 @@ def main() -> None:
             [object_id, round(pose[0] / 0.25), round(pose[1] / 0.25), int(pose[2]) % 360]
             for object_id, pose in sorted(openable.items())
         ]
-        scenes.append({"name": f"FloorPlan{n}", "room": room_of(n), "types": types,
-                       "receptacles": receptacles, "grid": cells})
+        scenes.append(
+            {
+                "name": f"FloorPlan{n}",
+                "room": room_of(n),
+                "types": types,
+                "receptacles": receptacles,
+                "grid": cells,
+            }
+        )
     source = zf.read("alfworld/gen/constants.py").decode()
     tree = ast.parse(source)
     table = None
     for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "VAL_RECEPTACLE_OBJECTS":
+        if (
+            isinstance(node, ast.Assign)
+            and getattr(node.targets[0], "id", "") == "VAL_RECEPTACLE_OBJECTS"
+        ):
             table = ast.literal_eval(node.value)
     assert table is not None, "VAL_RECEPTACLE_OBJECTS not found"
     # ALFRED (THOR 2.1) names every table "TableTop"; THOR's current types are these three.

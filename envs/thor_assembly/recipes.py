@@ -37,7 +37,9 @@ class Recipe:
         """Raise a ValueError naming what is wrong with this recipe."""
         compat = receptacle_objects()
         if len(set(self.parts)) != len(self.parts) or not 2 <= len(self.parts) <= 6:
-            raise ValueError(f"recipe {self.name}: parts must be 2..6 distinct THOR types, got {self.parts}")
+            raise ValueError(
+                f"recipe {self.name}: parts must be 2..6 distinct THOR types, got {self.parts}"
+            )
         for part in self.parts:
             if part not in PICKUPABLE:
                 raise ValueError(f"recipe {self.name}: {part} is not a pickupable THOR type")
@@ -46,11 +48,15 @@ class Recipe:
                     raise ValueError(f"recipe {self.name}: {part} cannot be put on a {bench}")
         for a, b in self.connections:
             if a not in self.parts or b not in self.parts or a == b:
-                raise ValueError(f"recipe {self.name}: connection {a}+{b} must join two of its parts")
+                raise ValueError(
+                    f"recipe {self.name}: connection {a}+{b} must join two of its parts"
+                )
         if not set(self.heavy) <= set(self.parts):
             raise ValueError(f"recipe {self.name}: heavy parts {self.heavy} must be parts")
         if not eligible_scenes(self):
-            raise ValueError(f"recipe {self.name}: no iTHOR scene of rooms {self.rooms} has its parts and workbench")
+            raise ValueError(
+                f"recipe {self.name}: no iTHOR scene of rooms {self.rooms} has its parts and workbench"
+            )
 
 
 def load_recipes(path: str | Path | None = None) -> dict[str, Recipe]:
@@ -84,9 +90,14 @@ def eligible_scenes(recipe: Recipe) -> tuple[str, ...]:
         types = [object_type(r[0]) for r in scene.receptacles]
         if not any(t in recipe.workbench for t in types):
             continue
-        if not all(any(p in compat.get(t, ()) and t not in recipe.workbench for t in types) for p in recipe.parts):
+        if not all(
+            any(p in compat.get(t, ()) and t not in recipe.workbench for t in types)
+            for p in recipe.parts
+        ):
             continue
-        if not any(t in OPENABLE and any(p in compat.get(t, ()) for p in recipe.parts) for t in types):
+        if not any(
+            t in OPENABLE and any(p in compat.get(t, ()) for p in recipe.parts) for t in types
+        ):
             continue
         out.append(scene.name)
     return tuple(out)

@@ -22,30 +22,139 @@ DATA = Path(__file__).resolve().parent / "data" / "scenes.json"
 
 #: THOR object types a robot can pick up (THOR's object-type table).
 PICKUPABLE = frozenset(
-    "AlarmClock Apple AppleSliced BaseballBat BasketBall Book Boots Bottle Bowl Box Bread BreadSliced "
-    "ButterKnife Candle CD CellPhone Cloth CreditCard Cup DishSponge Egg EggCracked Fork HandTowel Kettle "
-    "KeyChain Knife Ladle Laptop Lettuce LettuceSliced Mug Newspaper Pan PaperTowel Pen Pencil PepperShaker "
-    "Pillow Plate Plunger Pot Potato PotatoSliced RemoteControl SaltShaker ScrubBrush SoapBar SoapBottle "
-    "Spatula Spoon SprayBottle Statue TeddyBear TennisRacket TissueBox ToiletPaper Tomato TomatoSliced Towel "
-    "Vase Watch WateringCan WineBottle".split()
+    [
+        "AlarmClock",
+        "Apple",
+        "AppleSliced",
+        "BaseballBat",
+        "BasketBall",
+        "Book",
+        "Boots",
+        "Bottle",
+        "Bowl",
+        "Box",
+        "Bread",
+        "BreadSliced",
+        "ButterKnife",
+        "Candle",
+        "CD",
+        "CellPhone",
+        "Cloth",
+        "CreditCard",
+        "Cup",
+        "DishSponge",
+        "Egg",
+        "EggCracked",
+        "Fork",
+        "HandTowel",
+        "Kettle",
+        "KeyChain",
+        "Knife",
+        "Ladle",
+        "Laptop",
+        "Lettuce",
+        "LettuceSliced",
+        "Mug",
+        "Newspaper",
+        "Pan",
+        "PaperTowel",
+        "Pen",
+        "Pencil",
+        "PepperShaker",
+        "Pillow",
+        "Plate",
+        "Plunger",
+        "Pot",
+        "Potato",
+        "PotatoSliced",
+        "RemoteControl",
+        "SaltShaker",
+        "ScrubBrush",
+        "SoapBar",
+        "SoapBottle",
+        "Spatula",
+        "Spoon",
+        "SprayBottle",
+        "Statue",
+        "TeddyBear",
+        "TennisRacket",
+        "TissueBox",
+        "ToiletPaper",
+        "Tomato",
+        "TomatoSliced",
+        "Towel",
+        "Vase",
+        "Watch",
+        "WateringCan",
+        "WineBottle",
+    ]
 )
 #: THOR object types that hold other objects.
 RECEPTACLES = frozenset(
-    "ArmChair Bathtub BathtubBasin Bed Bowl Box Cabinet Cart CoffeeMachine CoffeeTable CounterTop Cup Desk "
-    "DiningTable Drawer Dresser Fridge GarbageCan HandTowelHolder LaundryHamper Microwave Mug Ottoman Pan "
-    "Plate Pot Safe Shelf SideTable Sink SinkBasin Sofa StoveBurner Toaster Toilet ToiletPaperHanger "
-    "TowelHolder TVStand".split()
+    [
+        "ArmChair",
+        "Bathtub",
+        "BathtubBasin",
+        "Bed",
+        "Bowl",
+        "Box",
+        "Cabinet",
+        "Cart",
+        "CoffeeMachine",
+        "CoffeeTable",
+        "CounterTop",
+        "Cup",
+        "Desk",
+        "DiningTable",
+        "Drawer",
+        "Dresser",
+        "Fridge",
+        "GarbageCan",
+        "HandTowelHolder",
+        "LaundryHamper",
+        "Microwave",
+        "Mug",
+        "Ottoman",
+        "Pan",
+        "Plate",
+        "Pot",
+        "Safe",
+        "Shelf",
+        "SideTable",
+        "Sink",
+        "SinkBasin",
+        "Sofa",
+        "StoveBurner",
+        "Toaster",
+        "Toilet",
+        "ToiletPaperHanger",
+        "TowelHolder",
+        "TVStand",
+    ]
 )
 #: THOR object types that open and close (a closed one hides its contents).
 OPENABLE = frozenset(
-    "Blinds Book Box Cabinet Drawer Fridge Kettle Laptop LaundryHamperLid Microwave Safe ShowerCurtain "
-    "ShowerDoor".split()
+    [
+        "Blinds",
+        "Book",
+        "Box",
+        "Cabinet",
+        "Drawer",
+        "Fridge",
+        "Kettle",
+        "Laptop",
+        "LaundryHamperLid",
+        "Microwave",
+        "Safe",
+        "ShowerCurtain",
+        "ShowerDoor",
+    ]
 )
 
 Cell = tuple[int, int]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Scene:
     """One iTHOR floor plan, as the symbolic world needs it."""
 
@@ -58,11 +167,30 @@ class Scene:
     """Reachable positions as 0.25 m grid indices."""
     _distances: dict[Cell, dict[Cell, int]] = field(default_factory=dict, compare=False, repr=False)
 
+    @functools.cached_property
+    def floor(self) -> frozenset[Cell]:
+        """The largest 4-connected set of reachable cells: where robots live (the layouts have
+        a few stray cells that no path reaches)."""
+        left, best = set(self.grid), set()
+        while left:
+            seed = min(left)
+            comp, queue = {seed}, deque([seed])
+            while queue:
+                x, z = queue.popleft()
+                for nxt in ((x + 1, z), (x - 1, z), (x, z + 1), (x, z - 1)):
+                    if nxt in left and nxt not in comp:
+                        comp.add(nxt)
+                        queue.append(nxt)
+            left -= comp
+            if len(comp) > len(best):
+                best = comp
+        return frozenset(best)
+
     def snap(self, cell: Cell) -> Cell:
-        """The reachable cell nearest to ``cell`` (interaction poses are reachable in THOR)."""
-        if cell in self.grid:
+        """The floor cell nearest to ``cell`` (interaction poses are reachable in THOR)."""
+        if cell in self.floor:
             return cell
-        return min(self.grid, key=lambda c: ((c[0] - cell[0]) ** 2 + (c[1] - cell[1]) ** 2, c))
+        return min(self.floor, key=lambda c: ((c[0] - cell[0]) ** 2 + (c[1] - cell[1]) ** 2, c))
 
     def distances_from(self, start: Cell) -> dict[Cell, int]:
         """Grid-step distances (4-connected BFS over reachable cells) from ``start``; cached."""
@@ -73,7 +201,7 @@ class Scene:
             while queue:
                 x, z = queue.popleft()
                 for nxt in ((x + 1, z), (x - 1, z), (x, z + 1), (x, z - 1)):
-                    if nxt in self.grid and nxt not in dist:
+                    if nxt in self.floor and nxt not in dist:
                         dist[nxt] = dist[(x, z)] + 1
                         queue.append(nxt)
             self._distances[start] = dist

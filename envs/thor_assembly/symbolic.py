@@ -126,7 +126,7 @@ class SymbolicMultiAgentEvent:
 class SymbolicController:
     """THOR-protocol controller over a symbolic iTHOR world (see the module docstring)."""
 
-    def __init__(self, scene: str = "FloorPlan1", agentCount: int = 1, **init: Any) -> None:  # noqa: N803
+    def __init__(self, scene: str = "FloorPlan1", agentCount: int = 1, **init: Any) -> None:
         self.agent_count = int(agentCount)
         self.grid_size = float(init.get("gridSize", GRID))
         self.visibility_distance = float(init.get("visibilityDistance", 1.5))
@@ -143,27 +143,47 @@ class SymbolicController:
         if name.endswith("_physics"):
             name = name[: -len("_physics")]
         if name not in scenes:
-            raise ValueError(f"Scene '{name}' not contained in build; iTHOR scenes are FloorPlan1..430")
+            raise ValueError(
+                f"Scene '{name}' not contained in build; iTHOR scenes are FloorPlan1..430"
+            )
         self.scene: Scene = scenes[name]
         if "agentCount" in init:
             self.agent_count = int(init["agentCount"])
         self.compat = receptacle_objects()
+        self._static_cache: dict[tuple[str, tuple[float, float, float]], dict[str, Any]] = {}
         self.objects: dict[str, _Obj] = {}
         for object_id, cell, _rot in self.scene.receptacles:
             t = object_type(object_id)
-            self.objects[object_id] = _Obj(object_id, t, object_position(object_id), self.scene.snap(cell),
-                                           pickupable=False, receptacle=True, openable=t in OPENABLE)
+            self.objects[object_id] = _Obj(
+                object_id,
+                t,
+                object_position(object_id),
+                self.scene.snap(cell),
+                pickupable=False,
+                receptacle=True,
+                openable=t in OPENABLE,
+            )
         self.receptacle_ids = [o for o in self.objects]
         # one object of each pickupable type the scene has, first in a compatible receptacle
         for t in sorted(self.scene.types & PICKUPABLE):
-            homes = [r for r in self.receptacle_ids if t in self.compat.get(self.objects[r].type, ())]
+            homes = [
+                r for r in self.receptacle_ids if t in self.compat.get(self.objects[r].type, ())
+            ]
             if not homes:
                 continue
             home = self.objects[homes[0]]
             x, y, z = home.position
             object_id = f"{t}|{x:+06.2f}|{y + 0.1:+06.2f}|{z:+06.2f}"
-            obj = _Obj(object_id, t, (x, y + 0.1, z), home.cell, pickupable=True,
-                       receptacle=t in RECEPTACLES, openable=t in OPENABLE, parent=home.object_id)
+            obj = _Obj(
+                object_id,
+                t,
+                (x, y + 0.1, z),
+                home.cell,
+                pickupable=True,
+                receptacle=t in RECEPTACLES,
+                openable=t in OPENABLE,
+                parent=home.object_id,
+            )
             self.objects[object_id] = obj
             home.contents.append(object_id)
         cells = sorted(self.scene.grid)
@@ -183,17 +203,23 @@ class SymbolicController:
         kwargs.pop("sequenceId", None)
         agent = int(kwargs.pop("agentId", 0) or 0)
         if not 0 <= agent < self.agent_count:
-            return self._emit(0, str(action), False, f"agentId {agent} is out of range", "InvalidArgument", None)
+            return self._emit(
+                0, str(action), False, f"agentId {agent} is out of range", "InvalidArgument", None
+            )
         handler = getattr(self, f"_do_{action}", None)
         if handler is None:
-            return self._emit(agent, str(action), False, f"Invalid action: {action}", "InvalidAction", None)
+            return self._emit(
+                agent, str(action), False, f"Invalid action: {action}", "InvalidAction", None
+            )
         try:
             ok, error, code, ret = handler(agent, **kwargs)
         except TypeError as exc:
             ok, error, code, ret = False, f"{action}: {exc}", "MissingArguments", None
         return self._emit(agent, str(action), ok, error, code, ret)
 
-    def _emit(self, agent: int, action: str, ok: bool, error: str, code: str | None, ret: Any) -> Any:
+    def _emit(
+        self, agent: int, action: str, ok: bool, error: str, code: str | None, ret: Any
+    ) -> Any:
         self.sequence += 1
         results = {
             "lastAction": action,
@@ -204,10 +230,14 @@ class SymbolicController:
             "agentId": agent,
         }
         events = [
-            SymbolicEvent(_LazyMetadata(self, i, {**results, "agentId": i} if i != agent else results))
+            SymbolicEvent(
+                _LazyMetadata(self, i, {**results, "agentId": i} if i != agent else results)
+            )
             for i in range(self.agent_count)
         ]
-        self.last_event = events[0] if self.agent_count == 1 else SymbolicMultiAgentEvent(agent, events)
+        self.last_event = (
+            events[0] if self.agent_count == 1 else SymbolicMultiAgentEvent(agent, events)
+        )
         return self.last_event
 
     # ------------------------------------------------------------------ actions
@@ -217,7 +247,7 @@ class SymbolicController:
     def _ok(self, ret: Any = None) -> tuple[bool, str, None, Any]:
         return True, "", None, ret
 
-    def _do_Initialize(self, agent: int, **init: Any) -> tuple:  # noqa: N802
+    def _do_Initialize(self, agent: int, **init: Any) -> tuple:
         if "agentCount" in init and int(init["agentCount"]) != self.agent_count:
             self.agent_count = int(init["agentCount"])
             cells = sorted(self.scene.grid)
@@ -226,43 +256,57 @@ class SymbolicController:
         self.visibility_distance = float(init.get("visibilityDistance", self.visibility_distance))
         return self._ok()
 
-    def _do_Reset(self, agent: int, sceneName: str, **_: Any) -> tuple:  # noqa: N802, N803
+    def _do_Reset(self, agent: int, sceneName: str, **_: Any) -> tuple:
         self.reset(sceneName)
         return self._ok()
 
-    def _do_GetScenesInBuild(self, agent: int, **_: Any) -> tuple:  # noqa: N802
+    def _do_GetScenesInBuild(self, agent: int, **_: Any) -> tuple:
         return self._ok(sorted(f"{name}_physics" for name in load_scenes()))
 
-    def _do_Pass(self, agent: int, **_: Any) -> tuple:  # noqa: N802
+    def _do_Pass(self, agent: int, **_: Any) -> tuple:
         return self._ok()
 
     _do_Done = _do_NoOp = _do_Pass
     _do_ChangeResolution = _do_ChangeQuality = _do_Pass
 
-    def _do_GetReachablePositions(self, agent: int, **_: Any) -> tuple:  # noqa: N802
+    def _do_GetReachablePositions(self, agent: int, **_: Any) -> tuple:
         return self._ok([_xyz(x * GRID, 0.9, z * GRID) for x, z in sorted(self.scene.grid)])
 
-    def _do_Teleport(self, agent: int, position: dict[str, float] | None = None, rotation: Any = None, **_: Any) -> tuple:  # noqa: N802
+    def _do_Teleport(
+        self, agent: int, position: dict[str, float] | None = None, rotation: Any = None, **_: Any
+    ) -> tuple:
         if position is None:
             return self._fail("Teleport needs a position", "MissingArguments")
         cell = (round(float(position["x"]) / GRID), round(float(position["z"]) / GRID))
         if cell not in self.scene.grid:
-            return self._fail(f"Teleport failed: ({position['x']}, {position['z']}) is not a reachable position")
+            return self._fail(
+                f"Teleport failed: ({position['x']}, {position['z']}) is not a reachable position"
+            )
         self.agents[agent].cell = cell
         if rotation is not None:
-            self.agents[agent].rotation = int(rotation["y"] if isinstance(rotation, dict) else rotation) % 360
+            self.agents[agent].rotation = (
+                int(rotation["y"] if isinstance(rotation, dict) else rotation) % 360
+            )
         return self._ok()
 
     _do_TeleportFull = _do_Teleport
 
-    def _do_InitialRandomSpawn(  # noqa: N802
-        self, agent: int, randomSeed: int = 0, excludedReceptacles: list[str] | None = None, **_: Any  # noqa: N803
+    def _do_InitialRandomSpawn(
+        self,
+        agent: int,
+        randomSeed: int = 0,
+        excludedReceptacles: list[str] | None = None,
+        **_: Any,
     ) -> tuple:
         rng = np.random.default_rng(int(randomSeed))
         excluded = set(excludedReceptacles or ())
         for obj in [o for o in self.objects.values() if o.pickupable and o.holder is None]:
-            homes = [r for r in self.receptacle_ids
-                     if self.objects[r].type not in excluded and obj.type in self.compat.get(self.objects[r].type, ())]
+            homes = [
+                r
+                for r in self.receptacle_ids
+                if self.objects[r].type not in excluded
+                and obj.type in self.compat.get(self.objects[r].type, ())
+            ]
             if not homes:
                 continue
             self._move_into(obj, self.objects[homes[int(rng.integers(len(homes)))]])
@@ -283,7 +327,7 @@ class SymbolicController:
             return f"{object_id} is not visible to agent {agent}"
         return obj
 
-    def _do_OpenObject(self, agent: int, objectId: str | None = None, **_: Any) -> tuple:  # noqa: N802, N803
+    def _do_OpenObject(self, agent: int, objectId: str | None = None, **_: Any) -> tuple:
         obj = self._target(agent, objectId)
         if isinstance(obj, str):
             return self._fail(obj)
@@ -292,7 +336,7 @@ class SymbolicController:
         obj.is_open = True
         return self._ok()
 
-    def _do_CloseObject(self, agent: int, objectId: str | None = None, **_: Any) -> tuple:  # noqa: N802, N803
+    def _do_CloseObject(self, agent: int, objectId: str | None = None, **_: Any) -> tuple:
         obj = self._target(agent, objectId)
         if isinstance(obj, str):
             return self._fail(obj)
@@ -301,7 +345,7 @@ class SymbolicController:
         obj.is_open = False
         return self._ok()
 
-    def _do_PickupObject(self, agent: int, objectId: str | None = None, **_: Any) -> tuple:  # noqa: N802, N803
+    def _do_PickupObject(self, agent: int, objectId: str | None = None, **_: Any) -> tuple:
         if self.agents[agent].held is not None:
             return self._fail("Agent hand has something in it already! Can't pick up anything else")
         obj = self._target(agent, objectId)
@@ -317,7 +361,7 @@ class SymbolicController:
         self.agents[agent].held = obj.object_id
         return self._ok()
 
-    def _do_PutObject(self, agent: int, objectId: str | None = None, **_: Any) -> tuple:  # noqa: N802, N803
+    def _do_PutObject(self, agent: int, objectId: str | None = None, **_: Any) -> tuple:
         held = self.agents[agent].held
         if held is None:
             return self._fail("Cannot put: the agent is not holding any object")
@@ -330,13 +374,15 @@ class SymbolicController:
             return self._fail(f"{target.object_id} is closed: open it first")
         obj = self.objects[held]
         if obj.type not in self.compat.get(target.type, ()):
-            return self._fail(f"{obj.type} is not allowed in {target.type}", "ObjectNotAllowedInReceptacle")
+            return self._fail(
+                f"{obj.type} is not allowed in {target.type}", "ObjectNotAllowedInReceptacle"
+            )
         obj.holder = None
         self.agents[agent].held = None
         self._move_into(obj, target)
         return self._ok()
 
-    def _do_DropHandObject(self, agent: int, **_: Any) -> tuple:  # noqa: N802
+    def _do_DropHandObject(self, agent: int, **_: Any) -> tuple:
         held = self.agents[agent].held
         if held is None:
             return self._fail("Cannot drop: the agent is not holding any object")
@@ -357,76 +403,139 @@ class SymbolicController:
             return False
         return self.visible(agent, parent)
 
+    def _static_metadata(self, obj: _Obj) -> dict[str, Any]:
+        """The keys of an object's metadata that only change when it moves (cached)."""
+        key = (obj.object_id, obj.position)
+        cached = self._static_cache.get(key)
+        if cached is None:
+            x, y, z = obj.position
+            half = 0.15
+            corners = [
+                [x + dx, y + dy, z + dz]
+                for dx in (-half, half)
+                for dy in (-half, half)
+                for dz in (-half, half)
+            ]
+            cached = {
+                "name": f"{obj.type}_{zlib.crc32(obj.object_id.encode()):08x}",
+                "objectId": obj.object_id,
+                "objectType": obj.type,
+                "position": _xyz(x, y, z),
+                "rotation": dict(_XYZ0),
+                "obstructed": False,
+                "receptacle": obj.receptacle,
+                "openable": obj.openable,
+                "pickupable": obj.pickupable,
+                "moveable": False,
+                "mass": 0.5 if obj.pickupable else 0.0,
+                "salientMaterials": None,
+                "toggleable": False,
+                "isToggled": False,
+                "breakable": False,
+                "isBroken": False,
+                "canFillWithLiquid": False,
+                "isFilledWithLiquid": False,
+                "fillLiquid": None,
+                "dirtyable": False,
+                "isDirty": False,
+                "canBeUsedUp": False,
+                "isUsedUp": False,
+                "cookable": False,
+                "isCooked": False,
+                "temperature": "RoomTemp",
+                "ObjectTemperature": "RoomTemp",
+                "isHeatSource": False,
+                "isColdSource": False,
+                "sliceable": False,
+                "isSliced": False,
+                "isMoving": False,
+                "axisAlignedBoundingBox": {
+                    "cornerPoints": corners,
+                    "center": _xyz(x, y, z),
+                    "size": _xyz(0.3, 0.3, 0.3),
+                },
+                "objectOrientedBoundingBox": {"cornerPoints": corners} if obj.pickupable else None,
+            }
+            self._static_cache[key] = cached
+        return cached
+
     def _object_metadata(self, obj: _Obj, agent: int) -> dict[str, Any]:
         ax, az = self.agents[agent].cell
-        x, y, z = obj.position
-        half = 0.15
-        corners = [[x + dx, y + dy, z + dz] for dx in (-half, half) for dy in (-half, half) for dz in (-half, half)]
+        x, _, z = obj.position
         return {
-            "name": f"{obj.type}_{zlib.crc32(obj.object_id.encode()):08x}",
-            "objectId": obj.object_id,
-            "objectType": obj.type,
-            "position": _xyz(x, y, z),
-            "rotation": dict(_XYZ0),
+            **self._static_metadata(obj),
             "distance": math.hypot(x - ax * GRID, z - az * GRID),
             "visible": self.visible(agent, obj),
-            "obstructed": False,
-            "receptacle": obj.receptacle,
             "receptacleObjectIds": list(obj.contents) if obj.receptacle else None,
             "parentReceptacles": [obj.parent] if obj.parent else None,
-            "openable": obj.openable,
             "isOpen": obj.is_open,
             "openness": 1.0 if obj.is_open else 0.0,
-            "pickupable": obj.pickupable,
             "isPickedUp": obj.holder is not None,
-            "moveable": False,
-            "mass": 0.5 if obj.pickupable else 0.0,
-            "salientMaterials": None,
-            "toggleable": False, "isToggled": False,
-            "breakable": False, "isBroken": False,
-            "canFillWithLiquid": False, "isFilledWithLiquid": False, "fillLiquid": None,
-            "dirtyable": False, "isDirty": False,
-            "canBeUsedUp": False, "isUsedUp": False,
-            "cookable": False, "isCooked": False,
-            "temperature": "RoomTemp", "ObjectTemperature": "RoomTemp",
-            "isHeatSource": False, "isColdSource": False,
-            "sliceable": False, "isSliced": False,
-            "isMoving": False,
-            "axisAlignedBoundingBox": {"cornerPoints": corners, "center": _xyz(x, y, z), "size": _xyz(0.3, 0.3, 0.3)},
-            "objectOrientedBoundingBox": {"cornerPoints": corners} if obj.pickupable else None,
         }
 
     def _agent_metadata(self, agent: int, results: dict[str, Any]) -> dict[str, Any]:
         a = self.agents[agent]
         pos = _xyz(a.cell[0] * GRID, 0.9, a.cell[1] * GRID)
         held = self.objects[a.held] if a.held else None
-        xs = [c[0] * GRID for c in self.scene.grid]
-        zs = [c[1] * GRID for c in self.scene.grid]
-        center = _xyz((min(xs) + max(xs)) / 2, 1.5, (min(zs) + max(zs)) / 2)
-        size = _xyz(max(xs) - min(xs), 3.0, max(zs) - min(zs))
+        center, size = self._bounds()
         return {
             **results,
             "objects": [self._object_metadata(o, agent) for o in self.objects.values()],
             "isSceneAtRest": True,
             "agent": {
-                "name": f"agent{agent}", "position": pos, "rotation": _xyz(0, a.rotation, 0),
-                "cameraHorizon": 0.0, "isStanding": True, "inHighFrictionArea": False,
+                "name": f"agent{agent}",
+                "position": pos,
+                "rotation": _xyz(0, a.rotation, 0),
+                "cameraHorizon": 0.0,
+                "isStanding": True,
+                "inHighFrictionArea": False,
             },
-            "heldObjectPose": {"position": pos, "rotation": dict(_XYZ0), "localPosition": dict(_XYZ0),
-                               "localRotation": dict(_XYZ0)},
-            "inventoryObjects": [{"objectId": held.object_id, "objectType": held.type}] if held else [],
+            "heldObjectPose": {
+                "position": pos,
+                "rotation": dict(_XYZ0),
+                "localPosition": dict(_XYZ0),
+                "localRotation": dict(_XYZ0),
+            },
+            "inventoryObjects": [{"objectId": held.object_id, "objectType": held.type}]
+            if held
+            else [],
             "sceneName": f"{self.scene.name}_physics",
             "sceneBounds": {"cornerPoints": [], "center": center, "size": size},
-            "fov": 90.0, "cameraPosition": pos, "cameraOrthSize": 0.0,
-            "thirdPartyCameras": [], "collided": False, "collidedObjects": [],
-            "screenWidth": self.width, "screenHeight": self.height,
-            "colors": None, "colorBounds": None,
-            "flatSurfacesOnGrid": [], "distances": [], "normals": [], "isOpenableGrid": [],
-            "segmentedObjectIds": [], "objectIdsInBox": [],
-            "actionIntReturn": 0, "actionFloatReturn": 0.0, "actionStringsReturn": [],
-            "actionFloatsReturn": [], "actionVector3sReturn": [],
-            "visibleRange": None, "currentTime": 0.0,
+            "fov": 90.0,
+            "cameraPosition": pos,
+            "cameraOrthSize": 0.0,
+            "thirdPartyCameras": [],
+            "collided": False,
+            "collidedObjects": [],
+            "screenWidth": self.width,
+            "screenHeight": self.height,
+            "colors": None,
+            "colorBounds": None,
+            "flatSurfacesOnGrid": [],
+            "distances": [],
+            "normals": [],
+            "isOpenableGrid": [],
+            "segmentedObjectIds": [],
+            "objectIdsInBox": [],
+            "actionIntReturn": 0,
+            "actionFloatReturn": 0.0,
+            "actionStringsReturn": [],
+            "actionFloatsReturn": [],
+            "actionVector3sReturn": [],
+            "visibleRange": None,
+            "currentTime": 0.0,
         }
+
+    def _bounds(self) -> tuple[dict[str, float], dict[str, float]]:
+        if getattr(self, "_bounds_scene", None) != self.scene.name:
+            xs = [c[0] * GRID for c in self.scene.grid]
+            zs = [c[1] * GRID for c in self.scene.grid]
+            self._bounds_value = (
+                _xyz((min(xs) + max(xs)) / 2, 1.5, (min(zs) + max(zs)) / 2),
+                _xyz(max(xs) - min(xs), 3.0, max(zs) - min(zs)),
+            )
+            self._bounds_scene = self.scene.name
+        return self._bounds_value
 
     def metadata_dict(self, agent: int) -> dict[str, Any]:
         """A plain (materialised) metadata dict of ``agent`` for the last event, e.g. to send."""

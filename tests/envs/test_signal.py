@@ -52,7 +52,12 @@ def test_scenario_exact_rewards_and_events() -> None:
         "subtask_failed",
         "outcome",
     ]
-    assert infos["robot_0"]["events"][-1] == {"type": "outcome", "success": False, "score": 0.5, "extras": {}}
+    assert infos["robot_0"]["events"][-1] == {
+        "type": "outcome",
+        "success": False,
+        "score": 0.5,
+        "extras": {},
+    }
     assert infos["robot_1"]["feedback"].startswith("Correct")
     assert infos["robot_2"]["feedback"].startswith("Wrong")
 

@@ -1,0 +1,5 @@
+"""``thor-assembly-v0``: collaborative assembly in AI2-THOR scenes (symbolic or real backend)."""
+
+from teamgym.envs.thor_assembly.env import ThorAssemblyEnv
+
+__all__ = ["ThorAssemblyEnv"]

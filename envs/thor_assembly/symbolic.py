@@ -241,7 +241,7 @@ class SymbolicController:
         return self.last_event
 
     # ------------------------------------------------------------------ actions
-    def _fail(self, message: str, code: str = "InvalidArgument") -> tuple[bool, str, str, None]:
+    def _fail(self, message: str, code: str | None = None) -> tuple[bool, str, str | None, None]:
         return False, message, code, None
 
     def _ok(self, ret: Any = None) -> tuple[bool, str, None, Any]:

@@ -97,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
 def write_launcher(directory: str | Path) -> Path:
     """An executable file that runs this stand-in with this interpreter (for ``local_executable_path``)."""
     path = Path(directory) / "thor-stand-in"
-    path.write_text(f"#!/bin/sh\nexec {sys.executable} -m teamgym.envs.thor_assembly.stand_in_unity \"$@\"\n")
+    path.write_text(
+        f'#!/bin/sh\nexec {sys.executable} -m teamgym.envs.thor_assembly.stand_in_unity "$@"\n'
+    )
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path
 

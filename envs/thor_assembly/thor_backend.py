@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import ctypes.util
 import os
+import struct
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +66,14 @@ def make_thor_controller(
         ) from None
 
     kwargs: dict[str, Any] = dict(
-        scene=scene, agentCount=num_agents, width=width, height=height, gridSize=0.25,
-        server_timeout=step_timeout, server_start_timeout=start_timeout, **initialize,
+        scene=scene,
+        agentCount=num_agents,
+        width=width,
+        height=height,
+        gridSize=0.25,
+        server_timeout=step_timeout,
+        server_start_timeout=start_timeout,
+        **initialize,
     )
     if local_executable_path is not None:
         exe = Path(local_executable_path)
@@ -107,47 +115,64 @@ def make_thor_controller(
 
 def _start(controller_cls: type, kwargs: dict[str, Any], start_timeout: float) -> Any:
     offline_hint = kwargs.pop("_offline_hint", None)
+    verdict: dict[str, str] = {}
 
     class WatchedController(controller_cls):  # type: ignore[misc, valid-type]
         """ai2thor's Controller whose Unity start-up is watched (see the module docstring)."""
 
-        def _start_unity_thread(self, env, width, height, server_params, image_name):  # noqa: ANN001
+        def _start_unity_thread(self, env, width, height, server_params, image_name):
             super()._start_unity_thread(env, width, height, server_params, image_name)
-            threading.Thread(target=_watch, args=(self.server, start_timeout), daemon=True).start()
+            threading.Thread(
+                target=_watch, args=(self.server, start_timeout, verdict), daemon=True
+            ).start()
 
+    logs = (
+        "Check ~/.ai2thor/log/unity.log and Unity's Player.log; with CloudRendering confirm Vulkan "
+        "works (vulkaninfo); with Linux64 confirm the X display."
+    )
     try:
         return WatchedController(**kwargs)
-    except ValueError as exc:
-        if "Invalid commit_id" in str(exc) and offline_hint:
-            raise ThorBackendError(f"AI2-THOR could not be found or downloaded: {offline_hint}") from None
-        raise ThorBackendError(f"AI2-THOR refused to start: {exc}") from None
-    except TimeoutError as exc:
-        raise ThorBackendError(f"AI2-THOR stopped answering ({exc}); raise backend_options['step_timeout'] "
-                               "or check Unity's Player.log") from None
-    except ThorBackendError:
-        raise
     except Exception as exc:
+        if "why" in verdict:  # the watchdog saw Unity die, or never connect
+            raise ThorBackendError(f"the AI2-THOR Unity process {verdict['why']}. {logs}") from None
+        if isinstance(exc, ValueError) and "Invalid commit_id" in str(exc) and offline_hint:
+            raise ThorBackendError(
+                f"AI2-THOR could not be found or downloaded: {offline_hint}"
+            ) from None
+        if isinstance(exc, TimeoutError):
+            raise ThorBackendError(
+                f"AI2-THOR stopped answering ({exc}); raise backend_options['step_timeout'] "
+                "or check Unity's Player.log"
+            ) from None
         raise ThorBackendError(
-            f"the AI2-THOR Unity process failed before it connected ({exc}). Check "
-            "~/.ai2thor/log/unity.log and Unity's Player.log; with CloudRendering confirm Vulkan works "
-            "(vulkaninfo); with Linux64 confirm the X display."
+            f"AI2-THOR failed to start ({type(exc).__name__}: {exc}). {logs}"
         ) from None
 
 
-def _watch(server: Any, start_timeout: float) -> None:
-    """Unblock ai2thor's FIFO ``open()`` when Unity exits or never connects."""
+def _watch(server: Any, start_timeout: float, verdict: dict[str, str]) -> None:
+    """Unblock ai2thor's FIFO wait when Unity exits, or never connects, during start-up."""
     proc = server.unity_proc
-    try:
-        proc.wait(timeout=start_timeout)
-    except Exception:  # still running after the timeout: stop it unless it connected
+    deadline = time.monotonic() + start_timeout
+    while time.monotonic() < deadline:
         if server.server_pipe is not None:
-            return
+            return  # connected: ai2thor's own read timeouts take over
+        if proc.poll() is not None:
+            verdict["why"] = f"exited (code {proc.returncode}) before it connected"
+            break
+        time.sleep(0.05)
+    else:
+        verdict["why"] = f"did not connect within {start_timeout:g} s and was stopped"
         proc.kill()
-        proc.wait()
-    if server.server_pipe is None and os.path.exists(server.server_pipe_path):
-        # The reader is blocked in open(): open the write end and close it to give it EOF.
+    # ai2thor is blocked opening (or reading) its pipe: send it an empty end-of-message so that
+    # its receive() returns at once and the constructor raises.
+    for _ in range(100):
         try:
             fd = os.open(server.server_pipe_path, os.O_WRONLY | os.O_NONBLOCK)
-            os.close(fd)
         except OSError:
-            pass
+            time.sleep(0.05)  # the reader has not opened its end yet
+            continue
+        try:
+            os.write(fd, struct.pack("!BI", 255, 0))
+        finally:
+            os.close(fd)
+        return

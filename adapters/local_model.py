@@ -50,9 +50,10 @@ class LocalModelConfig:
 
 
 def env_corpus(
-    env_ids: Sequence[str] | None = None, episodes: int = 20, seed: int = 0
+    env_ids: Sequence[str] | None = None, episodes: int = 20, seed: int = 0, max_steps: int = 30
 ) -> Iterator[str]:
-    """Text of the registered environments: instructions, observations and baseline replies."""
+    """Text of the registered environments: instructions, observations and baseline replies
+    (the first ``max_steps`` steps of each episode)."""
     from teamgym.envs import make, registry, spec
     from teamgym.envs.baselines import make_baseline
 
@@ -60,11 +61,15 @@ def env_corpus(
         for name in ["random", *spec(env_id).baselines]:
             policy = make_baseline(env_id, name, seed=seed)
             env = make(env_id)
+            if hasattr(policy, "bind"):
+                policy.bind(env)
             for k in range(episodes):
                 obs, infos = env.reset(seed=seed + k)
                 policy.reset(seed + k)
                 yield from (info["instructions"] for info in infos.values())
-                while env.agents:
+                for _ in range(max_steps):
+                    if not env.agents:
+                        break
                     replies = {a: policy.act(a, obs[a], infos[a]) for a in env.agents}
                     yield from obs.values()
                     yield from replies.values()

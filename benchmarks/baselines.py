@@ -34,6 +34,8 @@ class BaselineResult:
     success_rate: float
     mean_score: float
     mean_team_return: float
+    mean_length: float
+    """Mean episode length in env steps."""
     collaboration_index: float | None
     communication_frequency: float
     invalid_action_rate: float
@@ -61,6 +63,7 @@ def summarise(env_id: str, baseline: str, metrics: Sequence[EpisodeMetrics]) -> 
         success_rate=statistics.fmean(float(m.success) for m in metrics),
         mean_score=statistics.fmean(m.score for m in metrics),
         mean_team_return=statistics.fmean(m.team_return for m in metrics),
+        mean_length=statistics.fmean(m.episode_length for m in metrics),
         collaboration_index=_mean(m.collaboration_index for m in metrics),
         communication_frequency=statistics.fmean(m.communication_frequency for m in metrics),
         invalid_action_rate=statistics.fmean(m.invalid_action_rate for m in metrics),

@@ -350,22 +350,37 @@ class ThorAssemblyEnv(TextParallelEnv):
         return self._slots
 
     def _game_vector_action(self, agent: str, index: int) -> tuple[str, str | None]:
-        slot = self._slots[index][0]
+        return self._slot_texts()[index], None
+
+    def _slot_texts(self) -> list[str]:
+        """Text action of every vector slot now (cached until a new object gets a name)."""
+        key = (
+            id(self.recipe),
+            len(self.names),
+            getattr(self, "place_ids", None) and self.place_ids[0],
+        )
+        if getattr(self, "_slot_key", None) != key:
+            self._slot_key, self._slot_cache = (
+                key,
+                [self._slot_text(slot) for slot, _ in self._slots],
+            )
+        return self._slot_cache
+
+    def _slot_text(self, slot: str) -> str:
         if self.recipe is None:
-            return slot, None
+            return slot
         words = slot.split()
         if words[1:2] == ["place"]:
             k = int(words[2])
             return (
                 f"{words[0]} {self.names[self.place_ids[k]]}" if k < len(self.place_ids) else slot
-            ), None
+            )
         if words[0] in ("pickup", "hold"):
-            return self._part_action(words[0], int(words[2])), None
+            return self._part_action(words[0], int(words[2]))
         if words[0] == "attach":
-            a, b = int(words[2]), int(words[5])
-            na, nb = self._part_name(a), self._part_name(b)
-            return (f"attach {na} to {nb}" if na and nb else slot), None
-        return slot, None
+            na, nb = self._part_name(int(words[2])), self._part_name(int(words[5]))
+            return f"attach {na} to {nb}" if na and nb else slot
+        return slot
 
     def _part_name(self, j: int) -> str | None:
         parts = self.recipe.parts if self.recipe else ()

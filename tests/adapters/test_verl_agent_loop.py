@@ -220,7 +220,7 @@ def test_a_crashing_agent_loop_fails_the_batch_without_hanging(
 
 
 def test_all_agents_of_an_episode_are_in_flight_at_once(make_cfg, make_batch, tokenizer) -> None:
-    cfg = make_cfg()
+    cfg = make_cfg(max_reply_tokens=64, response_length=1024)  # budget for every turn
     batch = make_batch(cfg, rows=[0, 1], n=1)
     server = ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=0)), latency=0.05)
     out = _run(cfg, server, batch)

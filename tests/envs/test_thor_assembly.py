@@ -150,7 +150,7 @@ def test_failed_inspection_names_the_rework_and_the_team_recovers() -> None:
     assert "Inspection failed: parts missing from the workbench:" in infos["robot_0"]["feedback"]
     env._test_seed = 2
     expert = make_baseline(ID, "expert")
-    obs, infos = _expert_until(
+    _obs, infos = _expert_until(
         env, expert, lambda e: e.last_inspection is not None and "faulty" in e.last_inspection
     )
     assert "faulty connections to redo" in env.last_inspection

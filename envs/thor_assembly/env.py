@@ -159,9 +159,23 @@ class ThorAssemblyEnv(TextParallelEnv):
 
     def _thor(self, agent: str, action: str, **kwargs: Any) -> tuple[bool, str]:
         """One THOR call for one robot: (success, error message)."""
-        event = self.controller.step(
-            action=action, agentId=self.possible_agents.index(agent), **kwargs
-        )
+        agent_id = self.possible_agents.index(agent)
+        if self.backend == "symbolic":
+            event = self.controller.step(action=action, agentId=agent_id, **kwargs)
+        else:  # a dead or silent Unity process becomes one clear error, not a deep traceback
+            from teamgym.envs.thor_assembly.thor_backend import ThorBackendError
+
+            try:
+                event = self.controller.step(action=action, agentId=agent_id, **kwargs)
+            except (TimeoutError, OSError, RuntimeError, ValueError) as exc:
+                raise ThorBackendError(
+                    f"AI2-THOR failed on {action} for {agent} ({type(exc).__name__}: {exc}); "
+                    "check Unity's Player.log, or raise backend_options['step_timeout']"
+                ) from None
+            except Exception as exc:  # ai2thor raises a bare Exception when Unity exits
+                raise ThorBackendError(
+                    f"the AI2-THOR Unity process stopped during {action}: {exc}"
+                ) from None
         md = event.metadata
         return bool(md["lastActionSuccess"]), str(md.get("errorMessage") or "")
 
@@ -908,6 +922,14 @@ class ThorAssemblyEnv(TextParallelEnv):
         return "\n".join(rows)
 
     def _game_render_rgb(self) -> np.ndarray:
+        """THOR's own frame with a real build; the symbolic top-down view otherwise."""
+        frame = (
+            getattr(self.controller.last_event, "frame", None)
+            if self.controller is not None
+            else None
+        )
+        if frame is not None:
+            return np.asarray(frame, dtype=np.uint8)
         from teamgym.envs.thor_assembly.render import top_down
 
         return top_down(self)
@@ -957,6 +979,9 @@ class ThorAssemblyEnv(TextParallelEnv):
     def close(self) -> None:
         """Stop the backend (and its Unity process for the thor backend)."""
         if self.controller is not None:
-            self.controller.stop()
+            try:
+                self.controller.stop()
+            except OSError:  # the Unity process is already gone (its pipe is broken)
+                pass
             self.controller = None
             self._controller_scene = None

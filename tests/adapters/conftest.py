@@ -89,3 +89,9 @@ def make_batch(dataset_dir, tokenizer):
         return batch
 
     return make
+
+
+@pytest.fixture
+def loop_yaml_writer():
+    """``write(path, **settings)``: an agent-loop registry file with some settings changed."""
+    return write_agent_loop_yaml

@@ -281,3 +281,54 @@ def test_ray_hub_joins_episodes_split_across_workers(make_cfg, make_batch, token
                 assert row["score"] == pytest.approx(returns[row["agent"]], abs=1e-5)
     finally:
         ray.shutdown()
+
+
+def test_thor_assembly_episodes_through_the_worker(
+    model_dir, tokenizer, tmp_path, loop_yaml_writer
+) -> None:
+    """The adapter is env-agnostic: thor-assembly-v0 rows pair up and score like the env."""
+    from teamgym.adapters.verl.dataset import build_dataset
+    from teamgym.adapters.verl.train import compose_config
+
+    data = tmp_path / "thor"
+    build_dataset(
+        "thor-assembly-v0",
+        data,
+        train_episodes=2,
+        val_episodes=1,
+        env_kwargs={"num_agents": 2, "recipe": "spa_basket", "max_steps": 6},
+    )
+    loop = loop_yaml_writer(tmp_path / "loop.yaml", max_reply_tokens=48)
+    cfg = compose_config(
+        [
+            f"teamgym.dataset_dir={data}",
+            f"actor_rollout_ref.model.path={model_dir}",
+            "actor_rollout_ref.rollout.prompt_length=2048",
+            "actor_rollout_ref.rollout.response_length=1024",
+            "data.max_prompt_length=2048",
+            "data.max_response_length=1024",
+            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loop}",
+        ]
+    )
+    import uuid
+
+    from verl.protocol import DataProto
+    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+
+    ds = RLHFDataset(data_files=[str(data / "train.parquet")], tokenizer=tokenizer, config=cfg.data)
+    batch = DataProto.from_single_dict(collate_fn([ds[i] for i in range(len(ds))]))
+    batch.non_tensor_batch["uid"] = np.array(
+        [str(uuid.uuid4()) for _ in range(len(batch))], dtype=object
+    )
+    batch = batch.repeat(repeat_times=2, interleave=True)
+    out = _run(cfg, ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=9))), batch)
+    rows = _rows(out)
+    assert len(rows) == 8 and all(r["extra"]["prompt_mismatch"] == 0.0 for r in rows)
+    by_instance: dict[str, list[dict]] = {}
+    for row in rows:
+        by_instance.setdefault(row["instance"], []).append(row)
+    for members in by_instance.values():
+        assert sorted(r["agent"] for r in members) == ["robot_0", "robot_1"]
+        returns, _ = _replay(members)
+        for row in members:
+            assert row["score"] == pytest.approx(returns[row["agent"]], abs=1e-5)

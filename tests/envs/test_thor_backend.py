@@ -150,3 +150,18 @@ def test_real_build_matches_the_symbolic_backend() -> None:
     thor = make(ID, num_agents=2, backend="thor", scene="FloorPlan1", recipe="breakfast_tray")
     symbolic = make(ID, num_agents=2, scene="FloorPlan1", recipe="breakfast_tray")
     assert _play(thor, 0) == _play(symbolic, 0)
+
+
+def test_unity_dying_mid_episode_is_one_clear_error(stand_in: Path) -> None:
+    env = make(
+        ID,
+        num_agents=2,
+        backend="thor",
+        backend_options={"local_executable_path": str(stand_in), "x_display": ":0"},
+    )
+    env.reset(seed=0)
+    env.controller.server.unity_proc.kill()
+    env.controller.server.unity_proc.wait()
+    with pytest.raises(ThorBackendError, match="AI2-THOR"):
+        env.step({a: "<action>wait</action>" for a in env.agents})
+    env.close()  # and closing after the crash is quiet

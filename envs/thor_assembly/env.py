@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import defaultdict
 from typing import Any, ClassVar
@@ -979,9 +980,7 @@ class ThorAssemblyEnv(TextParallelEnv):
     def close(self) -> None:
         """Stop the backend (and its Unity process for the thor backend)."""
         if self.controller is not None:
-            try:
+            with contextlib.suppress(OSError):  # the Unity process may be gone (broken pipe)
                 self.controller.stop()
-            except OSError:  # the Unity process is already gone (its pipe is broken)
-                pass
             self.controller = None
             self._controller_scene = None

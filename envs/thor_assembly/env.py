@@ -198,14 +198,11 @@ class ThorAssemblyEnv(TextParallelEnv):
             scene_name = self.scene_choice
         else:
             scene_name = scenes[int(rng.integers(len(scenes)))]
-        self.scene: Scene = load_scenes()[scene_name]
         controller = self._make_controller(scene_name)
+        self.scene, self.place_cell, self.place_rot = self._read_world(load_scenes()[scene_name])
 
         # places: the scene's receptacles, named Type_N; the workbench drawn among fitting ones
-        self.place_ids = sorted(
-            (r[0] for r in self.scene.receptacles), key=lambda o: (object_type(o), o)
-        )
-        self.place_cell = {r[0]: self.scene.snap(r[1]) for r in self.scene.receptacles}
+        self.place_ids = sorted(self.place_cell, key=lambda o: (object_type(o), o))
         counters: dict[str, int] = defaultdict(int)
         self.names: dict[str, str] = {}
         for oid in self.place_ids:
@@ -273,6 +270,44 @@ class ThorAssemblyEnv(TextParallelEnv):
         self.phase = "plan" if self.planning else "act"
         self.turn_order: list[str] = []
         self._refresh()
+
+    def _read_world(self, data: Scene) -> tuple[Scene, dict[str, tuple[int, int]], dict[str, int]]:
+        """The floor and the places as the backend reports them (``GetReachablePositions`` and
+        the receptacles in ``metadata["objects"]``). The derived scene data supplies interaction
+        poses where objectIds match (always, for the symbolic world); a receptacle it does not
+        know (a real build's ids can differ) gets the floor cell nearest to it, facing it."""
+        event = self.controller.step(action="GetReachablePositions", agentId=0)
+        cells = frozenset(
+            (round(p["x"] / 0.25), round(p["z"] / 0.25))
+            for p in event.metadata["actionReturn"] or []
+        )
+        scene = data if cells == data.grid or not cells else self._floor_cache(data, cells)
+        known = {r[0]: (r[1], r[2]) for r in data.receptacles}
+        objects = self.controller.last_event.events[0].metadata["objects"]
+        place_cell, place_rot = {}, {}
+        for o in objects:
+            if not o["receptacle"] or o["pickupable"]:
+                continue
+            oid = o["objectId"]
+            if oid in known:
+                cell, rot = scene.snap(known[oid][0]), known[oid][1]
+            else:
+                px, pz = o["position"]["x"] / 0.25, o["position"]["z"] / 0.25
+                cell = scene.snap((round(px), round(pz)))
+                rot = (
+                    int(round(math.degrees(math.atan2(px - cell[0], pz - cell[1])) / 90.0) * 90)
+                    % 360
+                )
+            place_cell[oid], place_rot[oid] = cell, rot
+        return scene, place_cell, place_rot
+
+    _floors: ClassVar[dict[tuple[str, frozenset], Scene]] = {}
+
+    def _floor_cache(self, data: Scene, cells: frozenset) -> Scene:
+        key = (data.name, cells)
+        if key not in self._floors:
+            self._floors[key] = Scene(data.name, data.room, data.types, data.receptacles, cells)
+        return self._floors[key]
 
     @staticmethod
     def _closed_parent(by_id: dict[str, dict[str, Any]], oid: str) -> bool:
@@ -678,7 +713,12 @@ class ThorAssemblyEnv(TextParallelEnv):
         place = place or self.travel.pop(agent)[0]
         self.travel.pop(agent, None)
         x, z = self.place_cell[place]
-        ok, error = self._thor(agent, "Teleport", position={"x": x * 0.25, "y": 0.9, "z": z * 0.25})
+        ok, error = self._thor(
+            agent,
+            "Teleport",
+            position={"x": x * 0.25, "y": 0.9, "z": z * 0.25},
+            rotation={"x": 0, "y": self.place_rot[place], "z": 0},
+        )
         self.at[agent] = place
         self.successes[agent] += 1
         feedback[agent] = (

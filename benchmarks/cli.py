@@ -32,6 +32,13 @@ def _fmt(value: float | None, pct: bool = False) -> str:
     return f"{100 * value:.1f}%" if pct else f"{value:.3f}"
 
 
+def _pair(text: str, flag: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key or not value:
+        raise SystemExit(f"error: {flag} expects KEY=VALUE, got {text!r}")
+    return key, value
+
+
 def _env_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
     """``key=value`` pairs, values read as YAML scalars (``3``, ``true``, ``text``)."""
     out = {}
@@ -140,6 +147,7 @@ def _cmd_perf(args: argparse.Namespace, console: Console) -> int:
 def _cmd_verl_data(args: argparse.Namespace, console: Console) -> int:
     from teamgym.adapters.verl.dataset import build_dataset
 
+    teammates = dict(_pair(p, "--teammate") for p in args.teammate)
     manifest = build_dataset(
         args.env,
         args.out,
@@ -147,6 +155,7 @@ def _cmd_verl_data(args: argparse.Namespace, console: Console) -> int:
         args.val_episodes,
         _env_kwargs(args.env_arg),
         args.seed,
+        teammates,
     )
     console.print(
         f"wrote {manifest.train_rows} train rows ({manifest.train_episodes} episodes) and "
@@ -270,6 +279,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--seed", type=int, default=0, help="seed of the episode-seed draw and of the shuffle"
+    )
+    p.add_argument(
+        "--teammate",
+        action="append",
+        default=[],
+        metavar="AGENT=BASELINE",
+        help="an agent played by a baseline (e.g. robot_0=expert), not trained (repeatable)",
     )
     p.add_argument("--out", required=True, help="output directory")
 

@@ -102,8 +102,16 @@ class TeamAgentLoop(AgentLoopBase):
         want_logprobs = bool(sampling_params.get("logprobs"))
 
         # 3. meet the teammates
+        teammates = json.loads(info.get("teammates") or "{}")  # agents the hub plays by a baseline
         joined = await self._call(
-            "join", str(info["episode"]), agent, str(info["env_id"]), env_kwargs, seed, self.sharing
+            "join",
+            str(info["episode"]),
+            agent,
+            str(info["env_id"]),
+            env_kwargs,
+            seed,
+            self.sharing,
+            teammates,
         )
         first_obs_matches = joined.observation == messages[-1]["content"]
         request_id = f"{joined.instance}/{agent}"  # sticky per trajectory, reproducible

@@ -65,7 +65,7 @@ def validate_config(cfg: DictConfig, dataset_dir: str | Path | None = None) -> l
     num_agents = None
     if dataset_dir is not None:
         manifest = json.loads((Path(dataset_dir) / "manifest.json").read_text())
-        num_agents = int(manifest["num_agents"])
+        num_agents = int(manifest.get("rows_per_episode", manifest["num_agents"]))
     if num_agents is not None:
         batch = int(cfg.data.train_batch_size)
         if batch % num_agents:

@@ -2,7 +2,8 @@
 
 Each row holds the agent's first chat messages (system: the env's instructions; user: its
 first observation) under ``prompt``, ``agent_name`` (our agent loop), and ``extra_info`` with
-the env id, env kwargs (JSON), seed, agent and episode key. Rows of one episode are adjacent
+the env id, env kwargs (JSON), seed, agent, episode key and the teammates played by baseline
+policies (JSON; their agents get no row, the episode hub plays them). Rows of one episode are adjacent
 and episodes are shuffled as units, so run VERL with ``data.shuffle=False`` (checked by
 :func:`teamgym.adapters.verl.config.validate_config`). Train and validation seeds come from
 disjoint ranges: train below ``EVAL_SEED_BASE``, validation from it upwards.
@@ -36,6 +37,9 @@ class DatasetManifest:
     env_id: str
     env_kwargs: dict[str, Any]
     num_agents: int
+    rows_per_episode: int
+    """Agents trained per episode (the team minus the teammates played by baselines)."""
+    teammates: dict[str, str]
     train_episodes: int
     val_episodes: int
     train_rows: int
@@ -50,16 +54,31 @@ def _kwargs_key(env_kwargs: dict[str, Any]) -> str:
 
 
 def episode_rows(
-    env_id: str, env_kwargs: dict[str, Any], seeds: Sequence[int], split: str, start_index: int = 0
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    seeds: Sequence[int],
+    split: str,
+    start_index: int = 0,
+    teammates: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """The dataset rows of the episodes ``seeds`` (agents of one episode adjacent)."""
+    """The dataset rows of the episodes ``seeds`` (agents of one episode adjacent); agents in
+    ``teammates`` (agent -> baseline name) get no row: the episode hub plays them."""
     env = make(env_id, **{**env_kwargs, "obs_mode": "text"})
     kwargs_json = json.dumps(env_kwargs, sort_keys=True)
+    teammates = dict(teammates or {})
+    unknown = sorted(set(teammates) - set(env.possible_agents))
+    if unknown or len(teammates) >= len(env.possible_agents):
+        raise ValueError(
+            f"teammates must be some (not all) of {env.possible_agents}, got {sorted(teammates)}"
+        )
+    teammates_json = json.dumps(teammates, sort_keys=True)
     rows, index = [], start_index
     for seed in seeds:
         obs, infos = env.reset(seed=int(seed))
         episode = f"{env_id}/{_kwargs_key(env_kwargs)}/{split}/{int(seed)}"
         for agent in env.possible_agents:
+            if agent in teammates:
+                continue
             rows.append(
                 {
                     "data_source": env_id,
@@ -79,6 +98,7 @@ def episode_rows(
                         "agent": agent,
                         "episode": episode,
                         "num_agents": len(env.possible_agents),
+                        "teammates": teammates_json,
                     },
                 }
             )
@@ -94,6 +114,7 @@ def build_dataset(
     val_episodes: int,
     env_kwargs: dict[str, Any] | None = None,
     seed: int = 0,
+    teammates: dict[str, str] | None = None,
 ) -> DatasetManifest:
     """Write ``train.parquet``, ``val.parquet`` and ``manifest.json`` into ``out_dir``."""
     import pandas as pd
@@ -109,8 +130,10 @@ def build_dataset(
     ).tolist()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    train = episode_rows(env_id, env_kwargs, train_seeds, "train")
-    val = episode_rows(env_id, env_kwargs, val_seeds, "val", start_index=len(train))
+    train = episode_rows(env_id, env_kwargs, train_seeds, "train", teammates=teammates)
+    val = episode_rows(
+        env_id, env_kwargs, val_seeds, "val", start_index=len(train), teammates=teammates
+    )
     for name, rows in (("train", train), ("val", val)):
         tmp = out / f".{name}.parquet.tmp"
         pd.DataFrame(rows).to_parquet(tmp, index=False)
@@ -120,6 +143,8 @@ def build_dataset(
         env_id=env_id,
         env_kwargs=env_kwargs,
         num_agents=num_agents,
+        rows_per_episode=len(train) // train_episodes,
+        teammates=dict(teammates or {}),
         train_episodes=train_episodes,
         val_episodes=val_episodes,
         train_rows=len(train),

@@ -72,13 +72,15 @@ class _Instance:
     expected: tuple[str, ...]
     joined: dict[str, asyncio.Future] = field(default_factory=dict)
     started: bool = False
-    observations: dict[str, str] = field(default_factory=dict)
     pending: dict[str, Any] = field(default_factory=dict)
     waiters: dict[str, asyncio.Future] = field(default_factory=dict)
     missing: tuple[str, ...] = ()
     tracker: EpisodeTracker | None = None
     aborted: str | None = None
     finished: bool = False
+    teammates: dict[str, Any] = field(default_factory=dict)
+    last_obs: dict[str, Any] = field(default_factory=dict)
+    last_info: dict[str, Any] = field(default_factory=dict)
 
 
 class EpisodeHub:
@@ -112,8 +114,11 @@ class EpisodeHub:
         env_kwargs: dict[str, Any],
         seed: int,
         sharing: dict[str, Any] | None = None,
+        teammates: dict[str, str] | None = None,
     ) -> JoinResult:
-        """Join an instance of episode ``key`` as ``agent``; returns when the instance starts."""
+        """Join an instance of episode ``key`` as ``agent``; returns when the instance starts.
+        ``teammates`` maps agents played by a baseline policy (e.g. ``{"robot_0": "expert"}``)
+        to its name: the hub answers for them, no dataset row does."""
         inst = next(
             (i for i in self._open.get(key, []) if agent not in i.joined and not i.started), None
         )
@@ -125,7 +130,11 @@ class EpisodeHub:
                 raise ValueError(
                     f"agent {agent!r} is not in {env_id} (agents: {', '.join(env.possible_agents)})"
                 )
-            inst = _Instance(f"{key}#{next(self._ids)}", key, seed, env, tuple(env.possible_agents))
+            policies = self._teammates(env_id, env, seed, teammates or {}, agent)
+            trained = tuple(a for a in env.possible_agents if a not in policies)
+            inst = _Instance(
+                f"{key}#{next(self._ids)}", key, seed, env, trained, teammates=policies
+            )
             self._by_id[inst.id] = inst
             self._open.setdefault(key, []).append(inst)
             asyncio.get_running_loop().call_later(self.join_timeout, self._start, inst)
@@ -134,6 +143,26 @@ class EpisodeHub:
         if set(inst.joined) >= set(inst.expected):
             self._start(inst)
         return await inst.joined[agent]
+
+    @staticmethod
+    def _teammates(
+        env_id: str, env: Any, seed: int, names: dict[str, str], joining: str
+    ) -> dict[str, Any]:
+        from teamgym.envs.baselines import make_baseline
+
+        unknown = sorted(set(names) - set(env.possible_agents))
+        if unknown or joining in names:
+            raise ValueError(
+                f"teammates {sorted(names)} must be agents of {env_id} other than the joining {joining}"
+            )
+        policies = {}
+        for agent, name in sorted(names.items()):
+            policy = make_baseline(env_id, name, seed=seed)
+            if hasattr(policy, "bind"):
+                policy.bind(env)
+            policy.reset(seed)
+            policies[agent] = policy
+        return policies
 
     async def submit(self, instance: str, agent: str, reply: str) -> StepResult:
         """Give ``agent``'s reply for this turn; returns once the env stepped."""
@@ -170,20 +199,25 @@ class EpisodeHub:
         inst.started = True
         self._open[inst.key].remove(inst)
         inst.missing = tuple(a for a in inst.expected if a not in inst.joined)
-        obs, _ = inst.env.reset(seed=inst.seed)
-        inst.tracker = EpisodeTracker(inst.expected)
-        inst.observations = obs
+        obs, infos = inst.env.reset(seed=inst.seed)
+        inst.tracker = EpisodeTracker(inst.env.possible_agents)
+        inst.last_obs, inst.last_info = dict(obs), dict(infos)
         for agent, future in inst.joined.items():
             if not future.done():
                 future.set_result(JoinResult(inst.id, obs[agent], inst.missing))
 
     def _maybe_step(self, inst: _Instance) -> None:
-        live = [a for a in inst.env.agents if a not in inst.missing]
+        live = [a for a in inst.env.agents if a not in inst.missing and a not in inst.teammates]
         if inst.finished or any(a not in inst.pending for a in live):
             return
         replies = {a: inst.pending.get(a, "") for a in inst.env.agents}  # missing agents: no-op
+        for a, policy in inst.teammates.items():
+            if a in inst.env.agents:
+                replies[a] = policy.act(a, inst.last_obs[a], inst.last_info[a])
         inst.pending = {}
         obs, rewards, terms, truncs, infos = inst.env.step(replies)
+        inst.last_obs.update(obs)
+        inst.last_info.update(infos)
         assert inst.tracker is not None
         inst.tracker.step(rewards, infos)
         done_all = not inst.env.agents

@@ -332,3 +332,53 @@ def test_thor_assembly_episodes_through_the_worker(
         returns, _ = _replay(members)
         for row in members:
             assert row["score"] == pytest.approx(returns[row["agent"]], abs=1e-5)
+
+
+def test_teammates_played_by_a_baseline(model_dir, tokenizer, tmp_path, loop_yaml_writer) -> None:
+    """Only the listener is trained: the hub plays robot_0 with the scripted expert speaker."""
+    import uuid
+
+    from verl.protocol import DataProto
+    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+
+    from teamgym.adapters.verl.dataset import build_dataset
+    from teamgym.adapters.verl.train import compose_config
+
+    data = tmp_path / "tm"
+    manifest = build_dataset(
+        "signal-v0",
+        data,
+        train_episodes=6,
+        val_episodes=1,
+        env_kwargs={"speaker": "fixed", "num_rounds": 1},
+        teammates={"robot_0": "expert"},
+    )
+    assert manifest.rows_per_episode == 1
+    loop = loop_yaml_writer(tmp_path / "loop.yaml", max_reply_tokens=64)
+    cfg = compose_config(
+        [
+            f"teamgym.dataset_dir={data}",
+            f"actor_rollout_ref.model.path={model_dir}",
+            "actor_rollout_ref.rollout.prompt_length=1024",
+            "actor_rollout_ref.rollout.response_length=1024",
+            "data.max_prompt_length=1024",
+            "data.max_response_length=1024",
+            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loop}",
+        ]
+    )
+    ds = RLHFDataset(data_files=[str(data / "train.parquet")], tokenizer=tokenizer, config=cfg.data)
+    batch = DataProto.from_single_dict(collate_fn([ds[i] for i in range(len(ds))]))
+    batch.non_tensor_batch["uid"] = np.array(
+        [str(uuid.uuid4()) for _ in range(len(batch))], dtype=object
+    )
+    batch = batch.repeat(repeat_times=2, interleave=True)
+
+    from teamgym.envs.baselines import make_baseline
+
+    listener = policy_reply(
+        make_baseline("signal-v0", "expert")
+    )  # reads the expert speaker's words
+    out = _run(cfg, ScriptedServer(tokenizer, listener), batch)
+    rows = _rows(out)
+    assert [r["agent"] for r in rows] == ["robot_1"] * 12
+    assert all(r["extra"]["success"] == 1.0 and r["extra"]["missing_agents"] == 0.0 for r in rows)

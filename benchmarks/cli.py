@@ -6,6 +6,7 @@
 ``teamgym verl-data``  parquet datasets for VERL (one row per episode seed and agent);
 ``teamgym verl-bench`` throughput and concurrency of the VERL adapter;
 ``teamgym verl-kl-watch FILE``  warn when a VERL run's KL passes its target;
+``teamgym train``     shared-reward GRPO on CPU (VERL's algorithms, a local model);
 ``teamgym model init`` a small local model (tokenizer trained on the envs' text), no download.
 """
 
@@ -219,6 +220,39 @@ def _cmd_verl_bench(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _cmd_train(args: argparse.Namespace, console: Console) -> int:
+    from teamgym.adapters.cpu_trainer import TrainArgs, train
+
+    targs = TrainArgs(
+        model=args.model,
+        out=args.out,
+        env=args.env,
+        env_kwargs=_env_kwargs(args.env_arg),
+        teammates=dict(_pair(p, "--teammate") for p in args.teammate),
+        steps=args.steps,
+        episodes_per_step=args.episodes_per_step,
+        group_size=args.group_size,
+        lr=args.lr,
+        sharing_weight=args.sharing_weight,
+        kl_coef=args.kl_coef,
+        kl_target=args.kl_target,
+        eval_every=args.eval_every,
+        eval_episodes=args.eval_episodes,
+        seed=args.seed,
+        resume=args.resume,
+        metrics_port=args.metrics_port,
+        warmup_steps=args.warmup_steps,
+        max_reply_tokens=args.max_reply_tokens,
+    )
+    history = train(targs, progress=not args.quiet)
+    last = history[-1] if history else {}
+    console.print(
+        f"trained {len(history)} steps into {args.out}: last success {last.get('success', 0):.2f}, "
+        f"held-out {last.get('eval_success', float('nan')):.2f}; curve at {args.out}/curve.png"
+    )
+    return 0
+
+
 def _cmd_model(args: argparse.Namespace, console: Console) -> int:
     from teamgym.adapters.local_model import LocalModelConfig, build_local_model, directory_hash
 
@@ -306,6 +340,50 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", type=float, default=0.02, help="KL target")
     p.add_argument("--follow", action="store_true", help="keep reading as the run writes")
 
+    p = sub.add_parser(
+        "train", help="shared-reward GRPO on CPU with a local model (VERL's algorithms)"
+    )
+    p.add_argument("--env", default="signal-v0", help="env id")
+    p.add_argument(
+        "--env-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="env argument (repeatable)",
+    )
+    p.add_argument("--model", required=True, help="local model directory (teamgym model init)")
+    p.add_argument("--out", required=True, help="run directory")
+    p.add_argument("--steps", type=int, default=50, help="GRPO updates")
+    p.add_argument(
+        "--teammate",
+        action="append",
+        default=[],
+        metavar="AGENT=BASELINE",
+        help="an agent played by a baseline, not trained (repeatable)",
+    )
+    p.add_argument("--episodes-per-step", type=int, default=8, help="episode seeds per update")
+    p.add_argument(
+        "--group-size", type=int, default=8, help="rollouts per (seed, agent): the GRPO group"
+    )
+    p.add_argument("--lr", type=float, default=3e-4, help="AdamW learning rate")
+    p.add_argument("--sharing-weight", type=float, default=0.7, help="RewardSharing weight")
+    p.add_argument("--kl-coef", type=float, default=0.01, help="KL loss weight")
+    p.add_argument("--kl-target", type=float, default=0.02, help="warn when KL exceeds it")
+    p.add_argument("--max-reply-tokens", type=int, default=16, help="tokens per reply")
+    p.add_argument("--eval-every", type=int, default=10, help="held-out evaluation every N steps")
+    p.add_argument("--eval-episodes", type=int, default=64, help="held-out episodes per evaluation")
+    p.add_argument(
+        "--warmup-steps", type=int, default=300, help="format warm-up steps (0 skips it)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="run seed")
+    p.add_argument(
+        "--resume", action="store_true", help="continue the run in --out from its checkpoint"
+    )
+    p.add_argument(
+        "--metrics-port", type=int, default=None, help="serve Prometheus metrics on 127.0.0.1:PORT"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
     p = sub.add_parser("model", help="local models")
     msub = p.add_subparsers(dest="model_command", required=True)
     m = msub.add_parser("init", help="build a small local model and tokenizer (no download)")
@@ -327,6 +405,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "verl-data": _cmd_verl_data,
         "verl-kl-watch": _cmd_kl_watch,
         "verl-bench": _cmd_verl_bench,
+        "train": _cmd_train,
         "model": _cmd_model,
     }
     try:

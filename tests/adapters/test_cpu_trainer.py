@@ -1,0 +1,158 @@
+"""The CPU GRPO trainer: VERL's data path and algorithms with a local model; metrics, plots,
+checkpoints and resume after SIGKILL, the rollback guard, Prometheus over loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("verl")
+
+from teamgym.adapters.cpu_trainer import TrainArgs, train
+
+SMALL = {"num_rounds": 1, "speaker": "fixed", "num_candidates": 3}
+
+
+def _args(model_dir: Path, out: Path, **kw) -> TrainArgs:
+    base = TrainArgs(
+        model=str(model_dir),
+        out=str(out),
+        env_kwargs=SMALL,
+        teammates={"robot_0": "expert"},
+        steps=2,
+        episodes_per_step=2,
+        group_size=2,
+        eval_every=0,
+        warmup_steps=0,
+        max_reply_tokens=8,
+    )
+    return replace(base, **kw)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_training_steps_write_metrics_checkpoints_and_a_curve(model_dir, tmp_path) -> None:
+    out = tmp_path / "run"
+    history = train(
+        _args(model_dir, out, eval_every=2, eval_episodes=6, entropy_coef=0.01), progress=False
+    )
+    assert [h["step"] for h in history] == [1, 2]
+    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert lines == history
+    for key in (
+        "success",
+        "reward",
+        "kl",
+        "entropy",
+        "loss",
+        "episodes_per_s",
+        "collaboration_index",
+    ):
+        assert key in lines[0]
+    assert lines[0]["kl"] == pytest.approx(0.0, abs=1e-6), (
+        "the policy starts equal to its reference"
+    )
+    assert lines[1]["kl"] > 0.0, "one update moved it"
+    assert "eval_success" in lines[1]
+    assert (out / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "checkpoints" / "latest.pt").exists() and (
+        out / "checkpoints" / "stable.pt"
+    ).exists()
+    with pytest.raises(FileExistsError, match="--resume"):
+        train(_args(model_dir, out), progress=False)
+
+
+def test_guard_rolls_back_and_lowers_the_learning_rate(model_dir, tmp_path) -> None:
+    history = train(
+        _args(
+            model_dir,
+            tmp_path / "g",
+            steps=3,
+            kl_limit=0.0,
+            guard_patience=1,
+            lr=1e-3,
+            entropy_coef=0.05,
+        ),
+        progress=False,
+    )
+    assert "guard" not in history[0]
+    assert "rolled back to the stable checkpoint" in history[1]["guard"]
+    assert history[2]["lr"] == pytest.approx(history[0]["lr"] / 2)
+
+
+def test_sigkill_then_resume_loses_no_finished_step(model_dir, tmp_path) -> None:
+    out = tmp_path / "killed"
+    cmd = [
+        sys.executable,
+        "-m",
+        "teamgym",
+        "train",
+        "--model",
+        str(model_dir),
+        "--out",
+        str(out),
+        "--steps",
+        "5",
+        "--teammate",
+        "robot_0=expert",
+        "--episodes-per-step",
+        "2",
+        "--group-size",
+        "2",
+        "--eval-every",
+        "0",
+        "--warmup-steps",
+        "0",
+        "--max-reply-tokens",
+        "8",
+        "--quiet",
+        *[a for k, v in SMALL.items() for a in ("--env-arg", f"{k}={v}")],
+    ]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    metrics = out / "metrics.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and (
+        not metrics.exists() or len(metrics.read_text().splitlines()) < 2
+    ):
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done_before = [json.loads(x)["step"] for x in metrics.read_text().splitlines()]
+    assert len(done_before) >= 2
+    subprocess.run([*cmd, "--resume"], check=True, timeout=600, capture_output=True)
+    steps = [json.loads(x)["step"] for x in metrics.read_text().splitlines()]
+    assert steps == [1, 2, 3, 4, 5], f"steps after resume: {steps}"
+
+
+def test_prometheus_endpoint_matches_metrics_jsonl(model_dir, tmp_path) -> None:
+    port = _free_port()
+    out = tmp_path / "prom"
+    train(_args(model_dir, out, metrics_port=port), progress=False)
+    last = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    values = {
+        line.split()[0]: float(line.split()[1])
+        for line in body.splitlines()
+        if line.startswith("teamgym_")
+    }
+    assert values["teamgym_step"] == last["step"]
+    assert values["teamgym_success"] == pytest.approx(last["success"])
+    assert values["teamgym_kl"] == pytest.approx(last["kl"])
+    assert values["teamgym_collaboration_index"] == pytest.approx(last["collaboration_index"])
+    assert values["teamgym_invalid_action_rate"] == pytest.approx(last["invalid_action_rate"])

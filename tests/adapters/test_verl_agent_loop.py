@@ -283,44 +283,73 @@ def test_ray_hub_joins_episodes_split_across_workers(make_cfg, make_batch, token
         ray.shutdown()
 
 
-def test_thor_assembly_episodes_through_the_worker(
-    model_dir, tokenizer, tmp_path, loop_yaml_writer
-) -> None:
-    """The adapter is env-agnostic: thor-assembly-v0 rows pair up and score like the env."""
-    from teamgym.adapters.verl.dataset import build_dataset
-    from teamgym.adapters.verl.train import compose_config
-
-    data = tmp_path / "thor"
-    build_dataset(
-        "thor-assembly-v0",
-        data,
-        train_episodes=2,
-        val_episodes=1,
-        env_kwargs={"num_agents": 2, "recipe": "spa_basket", "max_steps": 6},
-    )
-    loop = loop_yaml_writer(tmp_path / "loop.yaml", max_reply_tokens=48)
-    cfg = compose_config(
-        [
-            f"teamgym.dataset_dir={data}",
-            f"actor_rollout_ref.model.path={model_dir}",
-            "actor_rollout_ref.rollout.prompt_length=2048",
-            "actor_rollout_ref.rollout.response_length=1024",
-            "data.max_prompt_length=2048",
-            "data.max_response_length=1024",
-            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loop}",
-        ]
-    )
+def _dataset_batch(
+    tmp_path,
+    model_dir,
+    tokenizer,
+    loop_yaml_writer,
+    env_id,
+    env_kwargs,
+    *,
+    episodes,
+    prompt_length,
+    max_reply_tokens,
+    teammates=None,
+    n=2,
+):
+    """Our dataset builder -> VERL's RLHFDataset -> a uid'd batch repeated n times, and its config."""
     import uuid
 
     from verl.protocol import DataProto
     from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
+    from teamgym.adapters.verl.dataset import build_dataset
+    from teamgym.adapters.verl.train import compose_config
+
+    data = tmp_path / "data"
+    manifest = build_dataset(
+        env_id,
+        data,
+        train_episodes=episodes,
+        val_episodes=1,
+        env_kwargs=env_kwargs,
+        teammates=teammates,
+    )
+    loop = loop_yaml_writer(tmp_path / "loop.yaml", max_reply_tokens=max_reply_tokens)
+    cfg = compose_config(
+        [
+            f"teamgym.dataset_dir={data}",
+            f"actor_rollout_ref.model.path={model_dir}",
+            f"actor_rollout_ref.rollout.prompt_length={prompt_length}",
+            "actor_rollout_ref.rollout.response_length=1024",
+            f"data.max_prompt_length={prompt_length}",
+            "data.max_response_length=1024",
+            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loop}",
+        ]
+    )
     ds = RLHFDataset(data_files=[str(data / "train.parquet")], tokenizer=tokenizer, config=cfg.data)
     batch = DataProto.from_single_dict(collate_fn([ds[i] for i in range(len(ds))]))
     batch.non_tensor_batch["uid"] = np.array(
         [str(uuid.uuid4()) for _ in range(len(batch))], dtype=object
     )
-    batch = batch.repeat(repeat_times=2, interleave=True)
+    return manifest, cfg, batch.repeat(repeat_times=n, interleave=True)
+
+
+def test_thor_assembly_episodes_through_the_worker(
+    model_dir, tokenizer, tmp_path, loop_yaml_writer
+) -> None:
+    """The adapter is env-agnostic: thor-assembly-v0 rows pair up and score like the env."""
+    _, cfg, batch = _dataset_batch(
+        tmp_path,
+        model_dir,
+        tokenizer,
+        loop_yaml_writer,
+        "thor-assembly-v0",
+        {"num_agents": 2, "recipe": "spa_basket", "max_steps": 6},
+        episodes=2,
+        prompt_length=2048,
+        max_reply_tokens=48,
+    )
     out = _run(cfg, ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=9))), batch)
     rows = _rows(out)
     assert len(rows) == 8 and all(r["extra"]["prompt_mismatch"] == 0.0 for r in rows)
@@ -336,45 +365,21 @@ def test_thor_assembly_episodes_through_the_worker(
 
 def test_teammates_played_by_a_baseline(model_dir, tokenizer, tmp_path, loop_yaml_writer) -> None:
     """Only the listener is trained: the hub plays robot_0 with the scripted expert speaker."""
-    import uuid
+    from teamgym.envs.baselines import make_baseline
 
-    from verl.protocol import DataProto
-    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
-
-    from teamgym.adapters.verl.dataset import build_dataset
-    from teamgym.adapters.verl.train import compose_config
-
-    data = tmp_path / "tm"
-    manifest = build_dataset(
+    manifest, cfg, batch = _dataset_batch(
+        tmp_path,
+        model_dir,
+        tokenizer,
+        loop_yaml_writer,
         "signal-v0",
-        data,
-        train_episodes=6,
-        val_episodes=1,
-        env_kwargs={"speaker": "fixed", "num_rounds": 1},
+        {"speaker": "fixed", "num_rounds": 1},
+        episodes=6,
+        prompt_length=1024,
+        max_reply_tokens=64,
         teammates={"robot_0": "expert"},
     )
     assert manifest.rows_per_episode == 1
-    loop = loop_yaml_writer(tmp_path / "loop.yaml", max_reply_tokens=64)
-    cfg = compose_config(
-        [
-            f"teamgym.dataset_dir={data}",
-            f"actor_rollout_ref.model.path={model_dir}",
-            "actor_rollout_ref.rollout.prompt_length=1024",
-            "actor_rollout_ref.rollout.response_length=1024",
-            "data.max_prompt_length=1024",
-            "data.max_response_length=1024",
-            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loop}",
-        ]
-    )
-    ds = RLHFDataset(data_files=[str(data / "train.parquet")], tokenizer=tokenizer, config=cfg.data)
-    batch = DataProto.from_single_dict(collate_fn([ds[i] for i in range(len(ds))]))
-    batch.non_tensor_batch["uid"] = np.array(
-        [str(uuid.uuid4()) for _ in range(len(batch))], dtype=object
-    )
-    batch = batch.repeat(repeat_times=2, interleave=True)
-
-    from teamgym.envs.baselines import make_baseline
-
     listener = policy_reply(
         make_baseline("signal-v0", "expert")
     )  # reads the expert speaker's words

@@ -206,10 +206,10 @@ def evaluate(
 
 # ---------------------------------------------------------------------------- warm-up
 def format_warmup(
-    args: TrainArgs, steps: int = 200, batch_size: int = 16, lr: float = 1e-3
+    args: TrainArgs, out_dir: str | Path, steps: int = 300, batch_size: int = 16, lr: float = 1e-3
 ) -> dict[str, float]:
     """Supervised pass on valid-but-random replies (from ``valid_actions``, in the reply format),
-    so the model learns the format, not the strategy. Saves the model back to ``args.model``."""
+    so the model learns the format, not the strategy: ``args.model`` in, ``out_dir`` out."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from teamgym.envs import make
@@ -266,7 +266,8 @@ def format_warmup(
         optim.step()
         losses.append(float(loss.detach()))
     model.eval()
-    model.save_pretrained(args.model, safe_serialization=True)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
     return {
         "first_loss": losses[0],
         "last_loss": float(np.mean(losses[-10:])),

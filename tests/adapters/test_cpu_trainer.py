@@ -156,3 +156,15 @@ def test_prometheus_endpoint_matches_metrics_jsonl(model_dir, tmp_path) -> None:
     assert values["teamgym_kl"] == pytest.approx(last["kl"])
     assert values["teamgym_collaboration_index"] == pytest.approx(last["collaboration_index"])
     assert values["teamgym_invalid_action_rate"] == pytest.approx(last["invalid_action_rate"])
+
+
+def test_format_warmup_teaches_the_format_not_the_strategy(model_dir, tmp_path) -> None:
+    out = tmp_path / "warm"
+    train(_args(model_dir, out, steps=1, warmup_steps=60, eval_episodes=48), progress=False)
+    info = json.loads((out / "warmup.json").read_text())
+    assert info["last_loss"] < info["first_loss"] / 2, "the reply format was learned"
+    chance = 1 / SMALL["num_candidates"]
+    assert info["eval_success"] <= chance + 4 * (chance * (1 - chance) / 48) ** 0.5, (
+        "no strategy was learned"
+    )
+    assert (out / "warmup_model" / "config.json").exists()

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["TrainArgs", "evaluate", "format_warmup", "train"]
+__all__ = ["TrainArgs", "evaluate", "format_warmup", "grpo_update", "train"]
 
 
 @dataclass(frozen=True)
@@ -276,11 +276,54 @@ def format_warmup(
 
 
 # ---------------------------------------------------------------------------- training
+def grpo_update(
+    policy: Any,
+    reference: Any,
+    optim: Any,
+    out: Any,
+    actor_cfg: Any,
+    kl_coef: float,
+    entropy_coef: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One optimiser step on a rollout batch with VERL's ``core_algos``: GRPO advantage grouped
+    by ``uid``, the clipped (vanilla) policy loss, low-variance KL to ``reference``, entropy.
+    Returns (loss, kl, entropy), detached."""
+    from verl.trainer.ppo import core_algos
+
+    mask = out.batch["response_mask"].float()
+    adv, _ = core_algos.compute_grpo_outcome_advantage(
+        out.batch["rm_scores"], out.batch["response_mask"], out.non_tensor_batch["uid"]
+    )
+    with torch.no_grad():
+        old_logp, _ = _response_logprobs(policy, out)
+        ref_logp, _ = _response_logprobs(reference, out)
+    policy.train()
+    logp, entropy = _response_logprobs(policy, out, with_entropy=True)
+    pg_loss, _ = core_algos.get_policy_loss_fn("vanilla")(
+        old_log_prob=old_logp,
+        log_prob=logp,
+        advantages=adv,
+        response_mask=mask,
+        loss_agg_mode="token-mean",
+        config=actor_cfg,
+    )
+    kl = core_algos.agg_loss(
+        core_algos.kl_penalty(logp, ref_logp, "low_var_kl"), mask, "token-mean"
+    )
+    ent = core_algos.agg_loss(entropy, mask, "token-mean")
+    loss = pg_loss + kl_coef * kl - entropy_coef * ent
+    optim.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+    optim.step()
+    policy.eval()
+    return loss.detach(), kl.detach(), ent.detach()
+
+
 def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
     """Run (or resume) GRPO; returns the metrics of every step."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
-    from verl.trainer.ppo import core_algos
     from verl.utils.config import omega_conf_to_dataclass
 
     from teamgym.adapters.verl.server import LocalModelServer
@@ -354,34 +397,10 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
             policy.eval()
             out = asyncio.run(worker.generate_sequences(batch))
             # 4. VERL's algorithms: GRPO advantage, clipped policy loss, KL, entropy
-            mask = out.batch["response_mask"].float()
             scores = out.batch["rm_scores"]
-            adv, _ = core_algos.compute_grpo_outcome_advantage(
-                scores, out.batch["response_mask"], out.non_tensor_batch["uid"]
+            loss, kl, ent = grpo_update(
+                policy, reference, optim, out, actor_cfg, args.kl_coef, args.entropy_coef
             )
-            with torch.no_grad():
-                old_logp, _ = _response_logprobs(policy, out)
-                ref_logp, _ = _response_logprobs(reference, out)
-            policy.train()
-            logp, entropy = _response_logprobs(policy, out, with_entropy=True)
-            pg_loss, _pg_metrics = core_algos.get_policy_loss_fn("vanilla")(
-                old_log_prob=old_logp,
-                log_prob=logp,
-                advantages=adv,
-                response_mask=mask,
-                loss_agg_mode="token-mean",
-                config=actor_cfg,
-            )
-            kl = core_algos.agg_loss(
-                core_algos.kl_penalty(logp, ref_logp, "low_var_kl"), mask, "token-mean"
-            )
-            ent = core_algos.agg_loss(entropy, mask, "token-mean")
-            loss = pg_loss + args.kl_coef * kl - args.entropy_coef * ent
-            optim.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
-            optim.step()
-            policy.eval()
 
             # 5. metrics, monitors, checkpoints
             seconds = time.perf_counter() - start

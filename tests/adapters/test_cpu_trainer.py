@@ -168,3 +168,50 @@ def test_format_warmup_teaches_the_format_not_the_strategy(model_dir, tmp_path) 
         "no strategy was learned"
     )
     assert (out / "warmup_model" / "config.json").exists()
+
+
+def test_grpo_update_raises_rewarded_replies_and_lowers_the_others(model_dir, tmp_path) -> None:
+    """The update's sign and token alignment: after a few steps on one batch, replies with a
+    positive GRPO advantage are more likely under the policy, those with a negative one less."""
+    import asyncio
+    import copy
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+    from verl.trainer.ppo import core_algos
+    from verl.utils.config import omega_conf_to_dataclass
+
+    from teamgym.adapters.cpu_trainer import _batch, _compose, _response_logprobs, grpo_update
+    from teamgym.adapters.verl.server import ScriptedServer, policy_reply
+    from teamgym.envs.baselines import RandomPolicy
+
+    args = _args(model_dir, tmp_path / "u", max_reply_tokens=16)
+    (tmp_path / "u").mkdir()
+    cfg = _compose(args, tmp_path / "u")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    worker = AgentLoopWorker(cfg, ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=3))))
+    out = asyncio.run(worker.generate_sequences(_batch(args, list(range(6)), "train", 6)))
+    adv, _ = core_algos.compute_grpo_outcome_advantage(
+        out.batch["rm_scores"], out.batch["response_mask"], out.non_tensor_batch["uid"]
+    )
+    row_adv = adv.sum(-1) / out.batch["response_mask"].sum(-1)
+    assert (row_adv > 0).any() and (row_adv < 0).any(), "the batch needs both kinds of rows"
+
+    policy = AutoModelForCausalLM.from_pretrained(model_dir)
+    reference = copy.deepcopy(policy).requires_grad_(False)
+    optim = torch.optim.AdamW(policy.parameters(), lr=1e-3)
+    actor_cfg = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
+    mask = out.batch["response_mask"].float()
+
+    def seq_logp() -> torch.Tensor:
+        with torch.no_grad():
+            logp, _ = _response_logprobs(policy, out)
+        return (logp * mask).sum(-1)
+
+    before = seq_logp()
+    for _ in range(5):
+        grpo_update(policy, reference, optim, out, actor_cfg, kl_coef=0.0, entropy_coef=0.0)
+    change = seq_logp() - before
+    assert change[row_adv > 0].mean() > 0, "rewarded replies did not become more likely"
+    assert change[row_adv < 0].mean() < 0, "penalised replies did not become less likely"

@@ -147,16 +147,34 @@ def _objects(items: list[Any]) -> np.ndarray:
 def _response_logprobs(
     model: Any, out: Any, with_entropy: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probs of the response tokens (and their entropy) under ``model``."""
+    """Log-probs of the response tokens (and their entropy) under ``model``.
+
+    VERL pads prompts on the left to ``prompt_length`` and responses on the right to
+    ``response_length``; columns that are padding in every row are cut before the forward pass
+    (a large saving on CPU) and the results are padded back to VERL's shapes."""
     from verl.utils.torch_functional import entropy_from_logits, logprobs_from_logits
 
     input_ids, attention = out.batch["input_ids"], out.batch["attention_mask"]
-    position_ids = out.batch["position_ids"]
-    resp_len = out.batch["responses"].shape[1]
-    logits = model(input_ids=input_ids, attention_mask=attention, position_ids=position_ids).logits
-    logits = logits[:, -resp_len - 1 : -1, :].float()
-    logprobs = logprobs_from_logits(logits, out.batch["responses"], inplace_backward=False)
-    entropy = entropy_from_logits(logits) if with_entropy else None
+    position_ids, responses = out.batch["position_ids"], out.batch["responses"]
+    resp_len = responses.shape[1]
+    prompt_len = input_ids.shape[1] - resp_len
+    used = attention.sum(0) > 0
+    first = int(used[:prompt_len].float().argmax()) if used[:prompt_len].any() else prompt_len - 1
+    last = int(used[prompt_len:].nonzero().max()) + 1 if used[prompt_len:].any() else 1
+    cols = slice(first, prompt_len + last)
+    logits = model(
+        input_ids=input_ids[:, cols],
+        attention_mask=attention[:, cols],
+        position_ids=position_ids[:, cols],
+    ).logits
+    logits = logits[:, -last - 1 : -1, :].float()
+    kept = logprobs_from_logits(logits, responses[:, :last], inplace_backward=False)
+    logprobs = torch.zeros(responses.shape, dtype=kept.dtype)
+    logprobs[:, :last] = kept
+    entropy = None
+    if with_entropy:
+        entropy = torch.zeros(responses.shape, dtype=kept.dtype)
+        entropy[:, :last] = entropy_from_logits(logits)
     return logprobs, entropy
 
 

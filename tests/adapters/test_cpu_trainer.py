@@ -215,3 +215,38 @@ def test_grpo_update_raises_rewarded_replies_and_lowers_the_others(model_dir, tm
     change = seq_logp() - before
     assert change[row_adv > 0].mean() > 0, "rewarded replies did not become more likely"
     assert change[row_adv < 0].mean() < 0, "penalised replies did not become less likely"
+
+
+def test_trimmed_logprobs_equal_the_full_padded_forward(model_dir, tmp_path) -> None:
+    import asyncio
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+    from verl.utils.torch_functional import logprobs_from_logits
+
+    from teamgym.adapters.cpu_trainer import _batch, _compose, _response_logprobs
+    from teamgym.adapters.verl.server import ScriptedServer, policy_reply
+    from teamgym.envs.baselines import RandomPolicy
+
+    args = _args(model_dir, tmp_path / "t")
+    (tmp_path / "t").mkdir()
+    cfg = _compose(args, tmp_path / "t")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    worker = AgentLoopWorker(cfg, ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=1))))
+    out = asyncio.run(worker.generate_sequences(_batch(args, [1, 2, 3], "train", 2)))
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    with torch.no_grad():
+        trimmed, _ = _response_logprobs(model, out)
+        b = out.batch
+        r = b["responses"].shape[1]
+        logits = model(
+            input_ids=b["input_ids"],
+            attention_mask=b["attention_mask"],
+            position_ids=b["position_ids"],
+        ).logits
+        full = logprobs_from_logits(
+            logits[:, -r - 1 : -1].float(), b["responses"], inplace_backward=False
+        )
+    mask = b["response_mask"].bool()
+    assert torch.allclose(trimmed[mask], full[mask], atol=1e-4)

@@ -110,9 +110,19 @@ def test_worker_with_local_model_masks_scores_and_shared_states(
                 if v == 1
             ]
             assert generated == row["replies"][: len(generated)]
-            for s, e, v in runs:  # a reply ends at EOS, at the per-turn cap (24), or at the budget's end
-                ended = row["ids"][e - 1] == tokenizer.eos_token_id or e - s == 24 or e == len(row["ids"])
-                assert v == 0 or ended, f"a generated run [{s}:{e}] of {row['agent']} ends mid-reply"
+            for (
+                s,
+                e,
+                v,
+            ) in runs:  # a reply ends at EOS, at the per-turn cap (24), or at the budget's end
+                ended = (
+                    row["ids"][e - 1] == tokenizer.eos_token_id
+                    or e - s == 24
+                    or e == len(row["ids"])
+                )
+                assert v == 0 or ended, (
+                    f"a generated run [{s}:{e}] of {row['agent']} ends mid-reply"
+                )
             # mask-0 runs are the observations this agent saw, from the same env states as its teammate
             observed = [tokenizer.decode(row["ids"][s:e]) for s, e, v in runs if v == 0]
             for text, obs in zip(observed, seen[row["agent"]], strict=False):

@@ -136,6 +136,25 @@ def _batch(args: TrainArgs, seeds: list[int], split: str, repeat: int) -> Any:
     return batch.repeat(repeat_times=repeat, interleave=True)
 
 
+def _check_prompt_length(args: TrainArgs, tokenizer: Any) -> None:
+    """Refuse a ``prompt_length`` shorter than the env's first turn (VERL would silently cut
+    the instructions off the left of every prompt)."""
+    from teamgym.adapters.verl.dataset import episode_rows
+
+    rows = episode_rows(args.env, args.env_kwargs, [0, 1, 2], "check", teammates=args.teammates)
+
+    def tokens(messages: list[dict[str, str]]) -> int:
+        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return len(tokenizer.encode(text, add_special_tokens=False))
+
+    longest = max(tokens(r["prompt"]) for r in rows)
+    if longest > args.prompt_length:
+        raise ValueError(
+            f"prompt_length={args.prompt_length} is shorter than the first turn of {args.env} "
+            f"({longest} tokens with this tokenizer); raise it to at least {longest + 32}"
+        )
+
+
 def _objects(items: list[Any]) -> np.ndarray:
     """A 1-D object array (np.array would turn a list of message lists into a 2-D one)."""
     out = np.empty(len(items), dtype=object)
@@ -355,6 +374,8 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
             f"{run} already holds a run; pass --resume to continue it or choose another --out"
         )
     (run / "args.json").write_text(json.dumps(asdict(args), indent=2, sort_keys=True) + "\n")
+
+    _check_prompt_length(args, AutoTokenizer.from_pretrained(args.model))
 
     # 0. format warm-up: learn the reply format on random valid replies; record that it stays at chance
     start_model = args.model

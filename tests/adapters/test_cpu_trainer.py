@@ -250,3 +250,8 @@ def test_trimmed_logprobs_equal_the_full_padded_forward(model_dir, tmp_path) -> 
         )
     mask = b["response_mask"].bool()
     assert torch.allclose(trimmed[mask], full[mask], atol=1e-4)
+
+
+def test_too_short_prompt_length_is_refused(model_dir, tmp_path) -> None:
+    with pytest.raises(ValueError, match="prompt_length=64 is shorter than the first turn"):
+        train(_args(model_dir, tmp_path / "short", prompt_length=64), progress=False)

@@ -148,7 +148,7 @@ def _cmd_perf(args: argparse.Namespace, console: Console) -> int:
 def _cmd_verl_data(args: argparse.Namespace, console: Console) -> int:
     from teamgym.adapters.verl.dataset import build_dataset
 
-    teammates = dict(_pair(p, "--teammate") for p in args.teammate)
+    teammates = _teammates(args)
     manifest = build_dataset(
         args.env,
         args.out,
@@ -228,7 +228,7 @@ def _cmd_train(args: argparse.Namespace, console: Console) -> int:
         out=args.out,
         env=args.env,
         env_kwargs=_env_kwargs(args.env_arg),
-        teammates=dict(_pair(p, "--teammate") for p in args.teammate),
+        teammates=_teammates(args),
         steps=args.steps,
         episodes_per_step=args.episodes_per_step,
         group_size=args.group_size,
@@ -266,6 +266,30 @@ def _cmd_model(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _add_env_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--env-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="env constructor argument, e.g. num_agents=3 (repeatable)",
+    )
+
+
+def _add_teammate_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--teammate",
+        action="append",
+        default=[],
+        metavar="AGENT=BASELINE",
+        help="an agent played by a baseline (e.g. robot_0=expert), not trained (repeatable)",
+    )
+
+
+def _teammates(args: argparse.Namespace) -> dict[str, str]:
+    return dict(_pair(p, "--teammate") for p in args.teammate)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
     parser = argparse.ArgumentParser(prog="teamgym", description=__doc__.split("\n", 1)[0])
@@ -279,13 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--episodes", type=int, default=100, help="episodes per (env, baseline)")
     p.add_argument("--seed", type=int, default=1_000_000, help="first evaluation seed")
-    p.add_argument(
-        "--env-arg",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="env constructor argument, e.g. num_agents=3 (repeatable)",
-    )
+    _add_env_args(p)
     p.add_argument("--out", help="also write the results as JSON to this file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -300,13 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
         "verl-data", help="write VERL parquet datasets (one row per episode seed and agent)"
     )
     p.add_argument("--env", required=True, help="env id, e.g. signal-v0")
-    p.add_argument(
-        "--env-arg",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="env argument (repeatable)",
-    )
+    _add_env_args(p)
     p.add_argument("--train-episodes", type=int, required=True, help="training episodes")
     p.add_argument(
         "--val-episodes", type=int, default=64, help="validation episodes (disjoint seeds)"
@@ -314,13 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--seed", type=int, default=0, help="seed of the episode-seed draw and of the shuffle"
     )
-    p.add_argument(
-        "--teammate",
-        action="append",
-        default=[],
-        metavar="AGENT=BASELINE",
-        help="an agent played by a baseline (e.g. robot_0=expert), not trained (repeatable)",
-    )
+    _add_teammate_arg(p)
     p.add_argument("--out", required=True, help="output directory")
 
     p = sub.add_parser("verl-bench", help="throughput and concurrency of the VERL adapter on CPU")
@@ -344,23 +350,11 @@ def build_parser() -> argparse.ArgumentParser:
         "train", help="shared-reward GRPO on CPU with a local model (VERL's algorithms)"
     )
     p.add_argument("--env", default="signal-v0", help="env id")
-    p.add_argument(
-        "--env-arg",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="env argument (repeatable)",
-    )
+    _add_env_args(p)
     p.add_argument("--model", required=True, help="local model directory (teamgym model init)")
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--steps", type=int, default=50, help="GRPO updates")
-    p.add_argument(
-        "--teammate",
-        action="append",
-        default=[],
-        metavar="AGENT=BASELINE",
-        help="an agent played by a baseline, not trained (repeatable)",
-    )
+    _add_teammate_arg(p)
     p.add_argument("--episodes-per-step", type=int, default=8, help="episode seeds per update")
     p.add_argument(
         "--group-size", type=int, default=8, help="rollouts per (seed, agent): the GRPO group"

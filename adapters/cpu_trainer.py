@@ -64,10 +64,16 @@ class TrainArgs:
     """The guard rolls back when KL stays above it for ``guard_patience`` steps."""
     entropy_coef: float = 0.0
     """Entropy bonus."""
+    ppo_epochs: int = 1
+    """Passes over each rollout batch (VERL's ppo_epochs)."""
+    mini_batches: int = 1
+    """Optimiser steps per pass: the batch is split into this many shuffled mini-batches."""
     clip_ratio: float = 0.2
     """PPO clip range."""
     max_reply_tokens: int = 16
     """Tokens per reply."""
+    forced_moves: str = "auto"
+    """``auto``: turns with a single valid action are played without the model (no gradient)."""
     prompt_length: int = 512
     """VERL rollout.prompt_length."""
     response_length: int = 256
@@ -97,6 +103,7 @@ def _compose(args: TrainArgs, run: Path) -> Any:
         "- name: teamgym_agent\n  _target_: teamgym.adapters.verl.agent_loop.TeamAgentLoop\n"
         f"  sharing:\n    weight: {args.sharing_weight}\n  max_reply_tokens: {args.max_reply_tokens}\n"
         "  hub: local\n  join_timeout: 30\n  turn_timeout: 300\n"
+        f"  forced_moves: {args.forced_moves}\n"
     )
     return compose_config(
         [
@@ -321,40 +328,55 @@ def grpo_update(
     actor_cfg: Any,
     kl_coef: float,
     entropy_coef: float,
+    epochs: int = 1,
+    mini_batches: int = 1,
+    seed: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One optimiser step on a rollout batch with VERL's ``core_algos``: GRPO advantage grouped
-    by ``uid``, the clipped (vanilla) policy loss, low-variance KL to ``reference``, entropy.
-    Returns (loss, kl, entropy), detached."""
+    """Optimiser steps on a rollout batch with VERL's ``core_algos``: GRPO advantage grouped
+    by ``uid`` (over the whole batch), then ``epochs`` passes of ``mini_batches`` shuffled
+    mini-batches (VERL's ppo_epochs / ppo_mini_batch_size) of the clipped (vanilla) policy loss,
+    low-variance KL to ``reference`` and entropy. Returns the mean (loss, kl, entropy)."""
     from verl.trainer.ppo import core_algos
 
-    mask = out.batch["response_mask"].float()
     adv, _ = core_algos.compute_grpo_outcome_advantage(
         out.batch["rm_scores"], out.batch["response_mask"], out.non_tensor_batch["uid"]
     )
     with torch.no_grad():
         old_logp, _ = _response_logprobs(policy, out)
         ref_logp, _ = _response_logprobs(reference, out)
+    n = len(out)
+    chunks = max(1, min(mini_batches, n))
+    order_rng = torch.Generator().manual_seed(seed)
+    losses, kls, ents = [], [], []
     policy.train()
-    logp, entropy = _response_logprobs(policy, out, with_entropy=True)
-    pg_loss, _ = core_algos.get_policy_loss_fn("vanilla")(
-        old_log_prob=old_logp,
-        log_prob=logp,
-        advantages=adv,
-        response_mask=mask,
-        loss_agg_mode="token-mean",
-        config=actor_cfg,
-    )
-    kl = core_algos.agg_loss(
-        core_algos.kl_penalty(logp, ref_logp, "low_var_kl"), mask, "token-mean"
-    )
-    ent = core_algos.agg_loss(entropy, mask, "token-mean")
-    loss = pg_loss + kl_coef * kl - entropy_coef * ent
-    optim.zero_grad()
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
-    optim.step()
+    for _ in range(max(1, epochs)):
+        order = torch.randperm(n, generator=order_rng) if chunks > 1 else torch.arange(n)
+        for idx in torch.tensor_split(order, chunks):
+            part = out.select_idxs(idx.numpy()) if chunks > 1 else out
+            mask = part.batch["response_mask"].float()
+            logp, entropy = _response_logprobs(policy, part, with_entropy=True)
+            pg_loss, _ = core_algos.get_policy_loss_fn("vanilla")(
+                old_log_prob=old_logp[idx],
+                log_prob=logp,
+                advantages=adv[idx],
+                response_mask=mask,
+                loss_agg_mode="token-mean",
+                config=actor_cfg,
+            )
+            kl = core_algos.agg_loss(
+                core_algos.kl_penalty(logp, ref_logp[idx], "low_var_kl"), mask, "token-mean"
+            )
+            ent = core_algos.agg_loss(entropy, mask, "token-mean")
+            loss = pg_loss + kl_coef * kl - entropy_coef * ent
+            optim.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+            optim.step()
+            losses.append(loss.detach())
+            kls.append(kl.detach())
+            ents.append(ent.detach())
     policy.eval()
-    return loss.detach(), kl.detach(), ent.detach()
+    return torch.stack(losses).mean(), torch.stack(kls).mean(), torch.stack(ents).mean()
 
 
 def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
@@ -438,7 +460,16 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
             # 4. VERL's algorithms: GRPO advantage, clipped policy loss, KL, entropy
             scores = out.batch["rm_scores"]
             loss, kl, ent = grpo_update(
-                policy, reference, optim, out, actor_cfg, args.kl_coef, args.entropy_coef
+                policy,
+                reference,
+                optim,
+                out,
+                actor_cfg,
+                args.kl_coef,
+                args.entropy_coef,
+                epochs=args.ppo_epochs,
+                mini_batches=args.mini_batches,
+                seed=args.seed * 100_003 + step,
             )
 
             # 5. metrics, monitors, checkpoints

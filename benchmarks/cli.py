@@ -243,6 +243,9 @@ def _cmd_train(args: argparse.Namespace, console: Console) -> int:
         metrics_port=args.metrics_port,
         warmup_steps=args.warmup_steps,
         max_reply_tokens=args.max_reply_tokens,
+        ppo_epochs=args.ppo_epochs,
+        mini_batches=args.mini_batches,
+        forced_moves=args.forced_moves,
     )
     history = train(targs, progress=not args.quiet)
     last = history[-1] if history else {}
@@ -364,6 +367,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kl-coef", type=float, default=0.01, help="KL loss weight")
     p.add_argument("--kl-target", type=float, default=0.02, help="warn when KL exceeds it")
     p.add_argument("--max-reply-tokens", type=int, default=16, help="tokens per reply")
+    p.add_argument("--ppo-epochs", type=int, default=1, help="passes over each rollout batch")
+    p.add_argument(
+        "--mini-batches", type=int, default=1, help="optimiser steps per pass (shuffled split)"
+    )
+    p.add_argument(
+        "--forced-moves",
+        choices=["auto", "model"],
+        default="auto",
+        help="auto: turns with one valid action are played without the model",
+    )
     p.add_argument("--eval-every", type=int, default=10, help="held-out evaluation every N steps")
     p.add_argument("--eval-episodes", type=int, default=64, help="held-out episodes per evaluation")
     p.add_argument(

@@ -106,7 +106,7 @@ def measure_throughput(
         if kind == "latency":
             server = ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=0)), latency=latency)
         else:
-            server = LocalModelServer(model_dir, max_workers=8)
+            server = LocalModelServer(model_dir)
         batch = _batch(cfg, work / "data", tokenizer, n)
         worker = AgentLoopWorker(cfg, server)
         start = time.perf_counter()

@@ -8,6 +8,11 @@ Model tokens get ``response_mask`` 1, observation tokens 0. ``reward_score`` is 
 return under reward sharing; episode metrics go to ``extra_fields["reward_extra_info"]`` so
 they reach VERL's logs.
 
+Forced moves: with ``forced_moves: auto`` a turn whose only valid action is one command (a
+listener's ``wait``) is played by the loop without calling the model; its tokens enter the
+trajectory with ``response_mask`` 0, so they cost no generation and carry no gradient. The
+default, ``model``, asks the model on every turn.
+
 Response budget: VERL caps each trajectory at ``rollout.response_length`` tokens. When an
 agent's budget runs out mid-episode its trajectory stops growing, and the agent keeps playing
 with empty replies (the env's no-op with its small penalty) until the episode ends, so its
@@ -51,7 +56,8 @@ class TeamAgentLoop(AgentLoopBase):
 
     Keyword arguments come from the agent-loop YAML entry, not the whole config tree:
     ``sharing`` (RewardSharing fields; weight 0.7 by default), ``max_reply_tokens`` (per turn),
-    ``hub`` (``"local"`` or ``"ray"``), ``join_timeout`` and ``turn_timeout`` in seconds.
+    ``hub`` (``"local"`` or ``"ray"``), ``join_timeout`` and ``turn_timeout`` in seconds,
+    ``forced_moves`` (``"model"`` or ``"auto"``).
     """
 
     def __init__(
@@ -62,9 +68,13 @@ class TeamAgentLoop(AgentLoopBase):
         hub: str = "local",
         join_timeout: float = 60.0,
         turn_timeout: float = 600.0,
+        forced_moves: str = "model",
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        if forced_moves not in ("model", "auto"):
+            raise ValueError(f"forced_moves must be 'model' or 'auto', got {forced_moves!r}")
+        self.forced_moves = forced_moves
         self.sharing = dict(sharing or {"weight": 0.7})
         self.max_reply_tokens = int(max_reply_tokens)
         self.response_length = int(self.rollout_config.response_length)
@@ -117,12 +127,36 @@ class TeamAgentLoop(AgentLoopBase):
         request_id = f"{joined.instance}/{agent}"  # sticky per trajectory, reproducible
         total, turns, replies = 0.0, 0, []
         budget_left, result = True, None
+        valid = joined.valid_actions
         try:
             while True:
                 # 4. one turn: generate (while the budget lasts), submit, read the next observation
                 reply = ""
                 max_tokens = min(self.max_reply_tokens, self.response_length - len(mask))
-                if budget_left and max_tokens > 0:
+                forced = self.forced_moves == "auto" and len(valid) == 1
+                if forced:
+                    reply = f"<action>{valid[0]}</action>"  # played even once the budget is spent
+                    ids = [
+                        *self.tokenizer.encode(reply, add_special_tokens=False),
+                        self.tokenizer.eos_token_id,
+                    ]
+                    if len(mask) + len(ids) > self.response_length:
+                        budget_left = False
+                    elif budget_left:
+                        merged, mask, lp = await self.ct_merge_assistant_token(
+                            token_ids,
+                            ids,
+                            mask,
+                            logprobs if want_logprobs else None,
+                            assistant_logprobs=[0.0] * len(ids) if want_logprobs else None,
+                        )
+                        n = merged.appended_token_count
+                        token_ids, logprobs = merged.token_ids, lp or []
+                        mask = [
+                            *mask[: len(mask) - n],
+                            *([0] * n),
+                        ]  # the loop's move, not the model's
+                elif budget_left and max_tokens > 0:
                     output = await self.server_manager.generate(
                         request_id=request_id,
                         prompt_ids=token_ids,
@@ -142,6 +176,7 @@ class TeamAgentLoop(AgentLoopBase):
                     budget_left = False
                 replies.append(reply)
                 result = await self._call("submit", joined.instance, agent, reply)
+                valid = result.valid_actions
                 total += result.reward
                 if result.done:
                     break

@@ -45,6 +45,8 @@ class JoinResult:
     """The agent's first observation (must equal the dataset prompt's: checked by the loop)."""
     missing_agents: tuple[str, ...] = ()
     """Agents whose rows never joined (played as no-ops)."""
+    valid_actions: tuple[str, ...] = ()
+    """The agent's valid actions on its first turn."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,8 @@ class StepResult:
     """Episode metrics (JSON-ready), set when the episode has ended."""
     aborted: str | None = None
     """Why the episode was cut short (a loop crashed or timed out), or None."""
+    valid_actions: tuple[str, ...] = ()
+    """The agent's valid actions on its next turn."""
 
 
 @dataclass
@@ -204,7 +208,14 @@ class EpisodeHub:
         inst.last_obs, inst.last_info = dict(obs), dict(infos)
         for agent, future in inst.joined.items():
             if not future.done():
-                future.set_result(JoinResult(inst.id, obs[agent], inst.missing))
+                future.set_result(
+                    JoinResult(
+                        inst.id,
+                        obs[agent],
+                        inst.missing,
+                        tuple(infos[agent].get("valid_actions", ())),
+                    )
+                )
 
     def _maybe_step(self, inst: _Instance) -> None:
         live = [a for a in inst.env.agents if a not in inst.missing and a not in inst.teammates]
@@ -231,6 +242,9 @@ class EpisodeHub:
                         float(rewards.get(agent, 0.0)),
                         done,
                         metrics if done else None,
+                        valid_actions=()
+                        if done
+                        else tuple(infos.get(agent, {}).get("valid_actions", ())),
                     )
                 )
         inst.waiters = {}

@@ -4,9 +4,9 @@ VERL's agent loops call ``await server_manager.generate(request_id, prompt_ids=.
 sampling_params=...) -> TokenOutput``. On a GPU cluster that is VERL's vLLM/SGLang server;
 here it is:
 
-* :class:`LocalModelServer`: a Hugging Face causal LM on the CPU (token-by-token sampling with
-  a KV cache, seeded per request, so runs are reproducible). Calls run in a thread pool, so the
-  agents of an episode are in flight at once.
+* :class:`LocalModelServer`: a Hugging Face causal LM on the CPU (sampling with a KV cache,
+  seeded per request, so runs are reproducible). Concurrent calls are served in batches, so the
+  agents and episodes of a rollout cost a few batched passes per turn.
 * :class:`ScriptedServer`: a double of a rollout server that waits ``latency`` seconds per call
   and answers a scripted reply (e.g. a baseline policy's); it measures the adapter's
   concurrency and checks rewards, it is not a model.
@@ -19,13 +19,40 @@ import hashlib
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from verl.workers.rollout.replica import TokenOutput
 
-__all__ = ["LocalModelServer", "ScriptedServer", "policy_reply", "sample_tokens"]
+__all__ = ["LocalModelServer", "ScriptedServer", "policy_reply", "sample_batch", "sample_tokens"]
+
+
+@dataclass
+class _Request:
+    """One pending ``generate()`` call."""
+
+    prompt_ids: list[int]
+    max_tokens: int
+    temperature: float
+    top_p: float
+    generator: torch.Generator
+    future: asyncio.Future = field(repr=False)
+
+
+def _pick(
+    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator
+) -> int:
+    """Greedy at temperature 0, else a (nucleus) sample with the request's own generator."""
+    if temperature <= 0:
+        return int(torch.argmax(logits))
+    probs = torch.softmax(logits / temperature, dim=-1)
+    if top_p < 1.0:
+        sorted_p, order = torch.sort(probs, descending=True)
+        keep = torch.cumsum(sorted_p, 0) - sorted_p < top_p
+        probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_p[keep])
+    return int(torch.multinomial(probs, 1, generator=generator))
 
 
 @torch.no_grad()
@@ -39,38 +66,71 @@ def sample_tokens(
     top_p: float = 1.0,
 ) -> tuple[list[int], list[float]]:
     """Sample up to ``max_tokens`` tokens after ``prompt_ids``; returns (tokens, log-probs)."""
-    input_ids = torch.tensor([prompt_ids], dtype=torch.long)
-    past, tokens, logprobs = None, [], []
-    for _ in range(max_tokens):
-        out = model(input_ids=input_ids, past_key_values=past, use_cache=True)
-        past = out.past_key_values
-        logits = out.logits[0, -1].float()
-        log_probs = torch.log_softmax(logits, dim=-1)
-        if temperature <= 0:
-            token = int(torch.argmax(logits))
-        else:
-            probs = torch.softmax(logits / temperature, dim=-1)
-            if top_p < 1.0:
-                sorted_p, order = torch.sort(probs, descending=True)
-                keep = torch.cumsum(sorted_p, 0) - sorted_p < top_p
-                probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_p[keep])
-            token = int(torch.multinomial(probs, 1, generator=generator))
-        tokens.append(token)
-        logprobs.append(float(log_probs[token]))
-        if token in stop_ids:
+    request = _Request(list(prompt_ids), max_tokens, temperature, top_p, generator, None)  # type: ignore[arg-type]
+    return sample_batch(model, [request], stop_ids, pad_id=0)[0]
+
+
+@torch.no_grad()
+def sample_batch(
+    model: Any, requests: list[_Request], stop_ids: set[int], pad_id: int
+) -> list[tuple[list[int], list[float]]]:
+    """Sample the replies of several requests in one batched pass (left-padded prompts, one KV
+    cache); each row stops at a stop token or its own ``max_tokens``. Returns (tokens, log-probs)
+    per request, in order."""
+    n = len(requests)
+    width = max(len(r.prompt_ids) for r in requests)
+    input_ids = torch.full((n, width), pad_id, dtype=torch.long)
+    attention = torch.zeros((n, width), dtype=torch.long)
+    for i, r in enumerate(requests):
+        input_ids[i, width - len(r.prompt_ids) :] = torch.tensor(r.prompt_ids)
+        attention[i, width - len(r.prompt_ids) :] = 1
+    position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
+    results: list[tuple[list[int], list[float]]] = [([], []) for _ in requests]
+    active = [r.max_tokens > 0 for r in requests]
+    past = None
+    for _ in range(max((r.max_tokens for r in requests), default=0)):
+        if not any(active):
             break
-        input_ids = torch.tensor([[token]], dtype=torch.long)
-    return tokens, logprobs
+        out = model(
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=position_ids,
+            past_key_values=past,
+            use_cache=True,
+        )
+        past = out.past_key_values
+        logits = out.logits[:, -1].float()
+        log_probs = torch.log_softmax(logits, dim=-1)
+        step = torch.full((n, 1), pad_id, dtype=torch.long)
+        for i, r in enumerate(requests):
+            if not active[i]:
+                continue
+            token = _pick(logits[i], r.temperature, r.top_p, r.generator)
+            tokens, logprobs = results[i]
+            tokens.append(token)
+            logprobs.append(float(log_probs[i, token]))
+            step[i, 0] = token
+            active[i] = token not in stop_ids and len(tokens) < r.max_tokens
+        # finished rows keep feeding a masked pad token so the batch stays rectangular
+        attention = torch.cat([attention, torch.tensor([[int(a)] for a in active])], dim=-1)
+        position_ids = position_ids[:, -1:] + 1
+        input_ids = step
+    return results
 
 
 class LocalModelServer:
     """A local Hugging Face model answering VERL ``generate()`` calls on the CPU.
 
+    Concurrent calls (the agents and episodes of a batch are all in flight at once) are served
+    together: requests that arrive while the model is busy form the next batch, so a rollout of
+    many episodes costs a few batched forward passes per turn instead of one per agent.
+
     Args:
         model_dir: a model directory (e.g. from ``teamgym.adapters.local_model.build_local_model``)
             or an already loaded model (with ``tokenizer``).
-        seed: mixed with each request's id and prompt so sampling is reproducible.
-        max_workers: concurrent generations (threads; torch releases the GIL).
+        seed: mixed with each request's id and prompt so sampling is reproducible: every request
+            samples from its own generator, whatever batch it lands in.
+        max_batch: most requests per batched pass.
     """
 
     def __init__(
@@ -78,7 +138,7 @@ class LocalModelServer:
         model_dir: str | Path | Any,
         tokenizer: Any = None,
         seed: int = 0,
-        max_workers: int = 8,
+        max_batch: int = 256,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -89,35 +149,62 @@ class LocalModelServer:
             self.model, self.tokenizer = model_dir, tokenizer
         self.model.eval()
         self.seed = seed
+        self.max_batch = max_batch
         self.stop_ids = {self.tokenizer.eos_token_id}
-        self.pool = ThreadPoolExecutor(max_workers=max_workers)
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self.pool = ThreadPoolExecutor(max_workers=1)
         self.calls = 0
+        self.batches = 0
+        self._pending: list[_Request] = []
+        self._worker: asyncio.Task | None = None
 
     async def generate(
         self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any
     ) -> TokenOutput:
         """VERL's server interface: sample a reply to ``prompt_ids``."""
         self.calls += 1
-        max_tokens = int(sampling_params.get("max_tokens", 64))
-        temperature = float(sampling_params.get("temperature", 1.0))
-        top_p = float(sampling_params.get("top_p", 1.0))
         key = hashlib.sha256(
             f"{self.seed}/{request_id}/{len(prompt_ids)}/{prompt_ids[-8:]}".encode()
         ).digest()
-        generator = torch.Generator().manual_seed(int.from_bytes(key[:8], "little") & (2**63 - 1))
-        tokens, logprobs = await asyncio.get_running_loop().run_in_executor(
-            self.pool,
-            lambda: sample_tokens(
-                self.model,
-                list(prompt_ids),
-                max_tokens,
-                temperature,
-                self.stop_ids,
-                generator,
-                top_p,
+        loop = asyncio.get_running_loop()
+        request = _Request(
+            prompt_ids=list(prompt_ids),
+            max_tokens=int(sampling_params.get("max_tokens", 64)),
+            temperature=float(sampling_params.get("temperature", 1.0)),
+            top_p=float(sampling_params.get("top_p", 1.0)),
+            generator=torch.Generator().manual_seed(
+                int.from_bytes(key[:8], "little") & (2**63 - 1)
             ),
+            future=loop.create_future(),
         )
+        self._pending.append(request)
+        if self._worker is None or self._worker.done():
+            self._worker = loop.create_task(self._serve())
+        tokens, logprobs = await request.future
         return TokenOutput(token_ids=tokens, log_probs=logprobs, stop_reason="completed")
+
+    async def _serve(self) -> None:
+        """Run batches while requests are pending (one at a time, off the event loop)."""
+        loop = asyncio.get_running_loop()
+        while self._pending:
+            await asyncio.sleep(0)  # let the other agents of this tick submit theirs
+            batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
+            batch.sort(key=lambda r: len(r.prompt_ids))  # similar lengths pad less
+            self.batches += 1
+            try:
+                results = await loop.run_in_executor(
+                    self.pool, sample_batch, self.model, batch, self.stop_ids, self.pad_id
+                )
+            except BaseException as exc:  # fail these calls, keep serving the others
+                for r in batch:
+                    if not r.future.done():
+                        r.future.set_exception(exc)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                continue
+            for r, result in zip(batch, results, strict=True):
+                if not r.future.done():
+                    r.future.set_result(result)
 
 
 _VALID = re.compile(r"^Valid actions: (.*)$", re.MULTILINE)

@@ -170,9 +170,13 @@ def test_format_warmup_teaches_the_format_not_the_strategy(model_dir, tmp_path) 
     assert (out / "warmup_model" / "config.json").exists()
 
 
-def test_grpo_update_raises_rewarded_replies_and_lowers_the_others(model_dir, tmp_path) -> None:
-    """The update's sign and token alignment: after a few steps on one batch, replies with a
-    positive GRPO advantage are more likely under the policy, those with a negative one less."""
+@pytest.mark.parametrize(("epochs", "mini_batches"), [(1, 1), (2, 3)])
+def test_grpo_update_raises_rewarded_replies_and_lowers_the_others(
+    model_dir, tmp_path, epochs, mini_batches
+) -> None:
+    """The update's sign and token alignment: after a few updates on one batch, replies with a
+    positive GRPO advantage are more likely under the policy, those with a negative one less;
+    with mini-batches, each pass takes one optimiser step per mini-batch."""
     import asyncio
     import copy
 
@@ -209,9 +213,31 @@ def test_grpo_update_raises_rewarded_replies_and_lowers_the_others(model_dir, tm
             logp, _ = _response_logprobs(policy, out)
         return (logp * mask).sum(-1)
 
+    steps = 0
+    original_step = optim.step
+
+    def counted_step(*a, **k):
+        nonlocal steps
+        steps += 1
+        return original_step(*a, **k)
+
+    optim.step = counted_step
     before = seq_logp()
-    for _ in range(5):
-        grpo_update(policy, reference, optim, out, actor_cfg, kl_coef=0.0, entropy_coef=0.0)
+    updates = 5 if epochs == 1 else 2
+    for k in range(updates):
+        grpo_update(
+            policy,
+            reference,
+            optim,
+            out,
+            actor_cfg,
+            kl_coef=0.0,
+            entropy_coef=0.0,
+            epochs=epochs,
+            mini_batches=mini_batches,
+            seed=k,
+        )
+    assert steps == updates * epochs * mini_batches
     change = seq_logp() - before
     assert change[row_adv > 0].mean() > 0, "rewarded replies did not become more likely"
     assert change[row_adv < 0].mean() < 0, "penalised replies did not become less likely"

@@ -398,3 +398,75 @@ def test_teammates_played_by_a_baseline(model_dir, tokenizer, tmp_path, loop_yam
     rows = _rows(out)
     assert [r["agent"] for r in rows] == ["robot_1"] * 12
     assert all(r["extra"]["success"] == 1.0 and r["extra"]["missing_agents"] == 0.0 for r in rows)
+
+
+def test_forced_moves_are_played_by_the_loop_without_the_model(
+    make_cfg, make_batch, model_dir, tokenizer
+) -> None:
+    """``forced_moves: auto``: a turn with one valid action (signal-v0's 'wait') costs no model
+    call, its tokens carry response_mask 0, and the returns still match a replay."""
+    server = LocalModelServer(model_dir, seed=3)
+    cfg = make_cfg(response_length=512, forced_moves="auto", max_reply_tokens=8)
+    out = _run(cfg, server, make_batch(cfg, rows=[0, 1]))
+    rows = _rows(out)
+    forced_seen = 0
+    for row in rows:
+        runs = _segments(row["mask"])
+        generated = [
+            tokenizer.decode(row["ids"][s:e], skip_special_tokens=True)
+            for s, e, v in runs
+            if v == 1
+        ]
+        model_replies = [r for r in row["replies"] if r not in ("<action>wait</action>",)]
+        forced = [r for r in row["replies"] if r == "<action>wait</action>"]
+        forced_seen += len(forced)
+        assert generated == model_replies  # 1s are exactly the model's replies
+        text0 = tokenizer.decode(
+            [t for t, m in zip(row["ids"], row["mask"], strict=True) if m == 0]
+        )
+        assert text0.count("<action>wait</action>") == len(forced)  # forced ones are context
+    # 2 rounds, 2 agents: each round, one of the two waits (the listener at talk, the speaker at pick)
+    assert forced_seen == len(rows) * 2
+    assert server.calls == sum(len(r["replies"]) for r in rows) - forced_seen
+    for members in {
+        r["instance"]: [x for x in rows if x["instance"] == r["instance"]] for r in rows
+    }.values():
+        returns, _ = _replay(members)
+        for row in members:
+            assert row["score"] == pytest.approx(returns[row["agent"]], abs=1e-5)
+
+
+def test_batched_sampling_equals_one_request_at_a_time(model_dir, tokenizer) -> None:
+    """The server's batched pass (left padding, one KV cache) gives the same greedy tokens and
+    log-probs as sampling each prompt alone."""
+    from transformers import AutoModelForCausalLM
+
+    from teamgym.adapters.verl.server import _Request, sample_batch, sample_tokens
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    env = make("signal-v0")
+    prompts = []
+    for seed in range(4):
+        obs, infos = env.reset(seed=seed)
+        for agent in env.agents:
+            text = tokenizer.apply_chat_template(
+                [
+                    {"role": "system", "content": infos[agent]["instructions"][: 40 * (seed + 1)]},
+                    {"role": "user", "content": obs[agent]},
+                ],
+                add_generation_prompt=True,
+                tokenize=False,
+            )
+            prompts.append(tokenizer.encode(text, add_special_tokens=False))
+    assert len({len(p) for p in prompts}) > 2  # different lengths, so padding is exercised
+    stop = {tokenizer.eos_token_id}
+    alone = [sample_tokens(model, p, 12, 0.0, stop, torch.Generator()) for p in prompts]
+    together = sample_batch(
+        model,
+        [_Request(p, 12, 0.0, 1.0, torch.Generator(), None) for p in prompts],
+        stop,
+        tokenizer.pad_token_id,
+    )
+    for (a_ids, a_lp), (b_ids, b_lp) in zip(alone, together, strict=True):
+        assert a_ids == b_ids
+        assert np.allclose(a_lp, b_lp, atol=1e-4)

@@ -511,6 +511,8 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
                 description=f"GRPO success {record['success']:.2f} KL {record['kl']:.3f}",
             )
     _plot(history, run / "curve.png")
+    policy.save_pretrained(run / "policy", safe_serialization=True)  # a teammate: checkpoint:DIR
+    tokenizer.save_pretrained(run / "policy")
     return history
 
 

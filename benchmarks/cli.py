@@ -285,12 +285,19 @@ def _add_teammate_arg(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="AGENT=BASELINE",
-        help="an agent played by a baseline (e.g. robot_0=expert), not trained (repeatable)",
+        help="an agent played by a baseline, not trained (repeatable): robot_0=expert, "
+        "robot_0=random, or robot_0=checkpoint:DIR for a frozen model directory",
     )
 
 
 def _teammates(args: argparse.Namespace) -> dict[str, str]:
-    return dict(_pair(p, "--teammate") for p in args.teammate)
+    """``--teammate`` pairs; checkpoint paths made absolute (rows may be read elsewhere)."""
+    out = {}
+    for agent, name in (_pair(p, "--teammate") for p in args.teammate):
+        if name.startswith("checkpoint:"):
+            name = "checkpoint:" + str(Path(name.removeprefix("checkpoint:")).resolve())
+        out[agent] = name
+    return out
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -59,13 +59,20 @@ class RandomPolicy:
 
 
 def make_baseline(env_id: str, name: str, seed: int | None = None) -> Policy:
-    """Build baseline ``name`` (``random`` or one the env registered) for ``env_id``."""
+    """Build baseline ``name`` for ``env_id``: ``random``, one the env registered, or
+    ``checkpoint:PATH`` (a frozen model directory answering greedily; needs the ``train``
+    extra)."""
     if name == "random":
         return RandomPolicy(seed)
+    if name.startswith("checkpoint:"):
+        from teamgym.adapters.checkpoint_policy import CheckpointPolicy
+
+        return CheckpointPolicy(name.removeprefix("checkpoint:"), seed=seed)
     known = dict(spec(env_id).baselines)
     if name not in known:
         raise KeyError(
-            f"{env_id} has no baseline {name!r}; available: {', '.join(['random', *known])}"
+            f"{env_id} has no baseline {name!r}; available: {', '.join(['random', *known])}, "
+            "or checkpoint:PATH for a model directory"
         )
     return load_entry_point(known[name])(seed=seed)
 

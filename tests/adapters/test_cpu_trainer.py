@@ -19,6 +19,7 @@ import pytest
 pytest.importorskip("verl")
 
 from teamgym.adapters.cpu_trainer import TrainArgs, train
+from teamgym.envs.baselines import make_baseline
 
 SMALL = {"num_rounds": 1, "speaker": "fixed", "num_candidates": 3}
 
@@ -72,6 +73,9 @@ def test_training_steps_write_metrics_checkpoints_and_a_curve(model_dir, tmp_pat
     assert (out / "checkpoints" / "latest.pt").exists() and (
         out / "checkpoints" / "stable.pt"
     ).exists()
+    # the final policy is a model directory: a frozen teammate for later runs
+    mate = make_baseline("signal-v0", f"checkpoint:{out / 'policy'}")
+    assert mate.model.config.num_hidden_layers >= 1
     with pytest.raises(FileExistsError, match="--resume"):
         train(_args(model_dir, out), progress=False)
 

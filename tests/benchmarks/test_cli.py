@@ -58,3 +58,29 @@ def test_results_are_deterministic_in_process() -> None:
 def test_perf_measures_something() -> None:
     r = measure("signal-v0", num_agents=2, obs_mode="text", agent_steps=2000, repeats=1)
     assert r.us_per_agent_step > 0 and r.agent_steps == 2000
+
+
+def test_teammate_checkpoint_paths_become_absolute(tmp_path: Path, monkeypatch) -> None:
+    """Rows name their teammates; a relative checkpoint path must not depend on the reader's cwd."""
+    from teamgym.benchmarks.cli import _teammates, build_parser
+
+    monkeypatch.chdir(tmp_path)
+    args = build_parser().parse_args(
+        [
+            "verl-data",
+            "--env",
+            "signal-v0",
+            "--out",
+            "d",
+            "--train-episodes",
+            "1",
+            "--teammate",
+            "robot_0=checkpoint:models/speaker",
+            "--teammate",
+            "robot_2=expert",
+        ]
+    )
+    assert _teammates(args) == {
+        "robot_0": f"checkpoint:{tmp_path / 'models' / 'speaker'}",
+        "robot_2": "expert",
+    }

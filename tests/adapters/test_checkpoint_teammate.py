@@ -1,0 +1,115 @@
+"""A frozen model directory as a teammate (``checkpoint:PATH``): greedy replies that match
+``transformers``' own greedy ``generate``, deterministic, and played by the episode hub."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("verl")
+
+from teamgym.adapters.checkpoint_policy import CheckpointPolicy
+from teamgym.envs import RewardSharing, SharedReward, make
+from teamgym.envs.baselines import make_baseline, run_episode
+
+KW = {"speaker": "fixed", "num_rounds": 2, "num_candidates": 3}
+
+
+def test_checkpoint_replies_are_greedy_generate_on_the_agents_chat(model_dir, tokenizer) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    policy = make_baseline("signal-v0", f"checkpoint:{model_dir}")
+    assert isinstance(policy, CheckpointPolicy)
+    env = make("signal-v0", **KW)
+    obs, infos = env.reset(seed=4)
+    policy.reset(4)
+    reply = policy.act("robot_0", obs["robot_0"], infos["robot_0"])
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    chat = [
+        {"role": "system", "content": infos["robot_0"]["instructions"]},
+        {"role": "user", "content": obs["robot_0"]},
+    ]
+    ids = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    ids = torch.tensor([tokenizer.encode(ids, add_special_tokens=False)])
+    with torch.no_grad():
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=32,
+            do_sample=False,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+    assert reply == tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+    # the chat goes on: the next turn sees the reply and the new observation
+    assert policy.history["robot_0"][-1] == {"role": "assistant", "content": reply}
+
+
+def test_checkpoint_teammate_is_deterministic_and_resets(model_dir) -> None:
+    env = make("signal-v0", **KW)
+
+    def play() -> tuple[dict, list]:
+        policy = CheckpointPolicy(model_dir)
+        metrics = run_episode(env, {"robot_0": policy, "robot_1": policy}, seed=7)
+        return metrics.to_dict(), policy.history["robot_1"]
+
+    first, second = play(), play()
+    assert first == second
+    assert len(first[1]) == 1 + 2 * 4  # system + (observation, reply) per step, 2 rounds x 2 steps
+
+
+def test_a_missing_checkpoint_says_what_to_pass(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError, match="teamgym model init"):
+        make_baseline("signal-v0", f"checkpoint:{tmp_path / 'nowhere'}")
+    with pytest.raises(KeyError, match="checkpoint:PATH"):
+        make_baseline("signal-v0", "nonesuch")
+
+
+def test_the_hub_plays_a_checkpoint_teammate(model_dir, tokenizer, tmp_path) -> None:
+    """Rows exist only for the trained agent; scores equal a replay where a fresh checkpoint
+    policy plays robot_0 against the replies the trained agent sent."""
+    import asyncio
+    from dataclasses import replace
+
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+
+    from teamgym.adapters.cpu_trainer import TrainArgs, _batch, _compose
+    from teamgym.adapters.verl.server import ScriptedServer, policy_reply
+    from teamgym.envs.baselines import RandomPolicy
+
+    mate = f"checkpoint:{model_dir}"
+    args = replace(
+        TrainArgs(model=str(model_dir), out=str(tmp_path)),
+        env_kwargs=KW,
+        teammates={"robot_0": mate},
+        max_reply_tokens=16,
+        prompt_length=1024,
+        response_length=512,
+    )
+    worker = AgentLoopWorker(
+        _compose(args, tmp_path), ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=1)))
+    )
+    out = asyncio.run(worker.generate_sequences(_batch(args, [11, 12], "train", 2)))
+    assert list(out.non_tensor_batch["teamgym_agent"]) == ["robot_1"] * 4
+    for i in range(len(out)):
+        info = out.non_tensor_batch["extra_info"][i]
+        assert json.loads(info["teammates"]) == {"robot_0": mate}
+        replies = list(out.non_tensor_batch["teamgym_replies"][i])
+        env = SharedReward(make("signal-v0", **KW), RewardSharing(weight=0.7))
+        obs, infos = env.reset(seed=int(info["seed"]))
+        speaker = CheckpointPolicy(model_dir)
+        speaker.reset(int(info["seed"]))
+        total, t = 0.0, 0
+        while env.agents:
+            actions = {
+                "robot_0": speaker.act("robot_0", obs["robot_0"], infos["robot_0"]),
+                "robot_1": replies[t],
+            }
+            obs, rewards, _, _, new = env.step(actions)
+            infos.update(new)
+            total += rewards["robot_1"]
+            t += 1
+        assert float(out.batch["rm_scores"][i].sum()) == pytest.approx(total, abs=1e-5)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -28,6 +29,12 @@ class SignalEnv(TextParallelEnv):
     speaker's message, and must ``pick N``. A correct pick gives the listener 1 and the speaker
     1/listeners; nothing else is rewarded. Without the message the target is uniform over each
     listener's list, so no policy beats chance (1/num_candidates) without communication.
+
+    ``listener_order="sorted"`` is a curriculum stage: listeners see the objects in one fixed
+    order (by attribute values) instead of each its own shuffle. The target is still hidden
+    without the message (its place in that order is uniform), but the message word alone then
+    says much about the place, which a small model can learn before the full task, where the
+    pick depends on the message *and* the list together.
 
     Success means every pick of the episode was right; the outcome ``score`` is the fraction
     of right picks.
@@ -57,6 +64,7 @@ class SignalEnv(TextParallelEnv):
         num_rounds: int = 2,
         word_budget: int = 3,
         speaker: Literal["rotating", "fixed"] = "rotating",
+        listener_order: Literal["shuffled", "sorted"] = "shuffled",
         **base: Any,
     ) -> None:
         """See the class docstring; ``base`` takes the common options of ``TextParallelEnv``
@@ -79,6 +87,10 @@ class SignalEnv(TextParallelEnv):
             raise ValueError(f"word_budget must be a positive int, got {word_budget!r}")
         if speaker not in ("rotating", "fixed"):
             raise ValueError(f"speaker must be 'rotating' or 'fixed', got {speaker!r}")
+        if listener_order not in ("shuffled", "sorted"):
+            raise ValueError(
+                f"listener_order must be 'shuffled' or 'sorted', got {listener_order!r}"
+            )
         if self.obs_mode == "vector" and num_values**num_attributes > 512:
             raise ValueError(
                 "vector mode lists every possible description as a 'say' action; "
@@ -90,6 +102,7 @@ class SignalEnv(TextParallelEnv):
         self.num_rounds = num_rounds
         self.word_budget = word_budget
         self.speaker_rule = speaker
+        self.listener_order = listener_order
         self._vocab = vocabulary(num_attributes, num_values)
         self._word_index = {w: i for i, w in enumerate(self._vocab)}
         universe = num_values**num_attributes
@@ -131,6 +144,11 @@ class SignalEnv(TextParallelEnv):
             0 if self.speaker_rule == "fixed" else self.round_index % n
         ]
         self.listeners = [a for a in self.possible_agents if a != self.speaker]
+        if self.listener_order == "sorted":  # the curriculum stage: one fixed order of objects
+            canonical = tuple(sorted(range(self.num_candidates), key=self.round.codes.__getitem__))
+            self.round = dataclasses.replace(
+                self.round, orders={**self.round.orders, **dict.fromkeys(self.listeners, canonical)}
+            )
         self._names = [self._all_names[c] for c in self.round.codes]
         self._lines = {
             agent: "\n".join(f"{pos + 1}. {self._names[i]}" for pos, i in enumerate(order))

@@ -177,11 +177,21 @@ def test_expert_wins_for_every_team_size(num_agents: int) -> None:
     assert all(run_episode(env, expert, seed=s).success for s in range(30))
 
 
-def test_without_communication_the_listener_view_does_not_depend_on_the_target() -> None:
+@pytest.mark.parametrize("listener_order", ["shuffled", "sorted"])
+def test_without_communication_the_listener_view_does_not_depend_on_the_target(
+    listener_order: str,
+) -> None:
     """The exact property: change which candidate is the target and every listener observation
     (text and vector) stays byte-identical, so no policy can beat chance without messages."""
     for mode in ("text", "vector"):
-        env = make("signal-v0", num_agents=3, communication=False, obs_mode=mode, num_rounds=1)
+        env = make(
+            "signal-v0",
+            num_agents=3,
+            communication=False,
+            obs_mode=mode,
+            num_rounds=1,
+            listener_order=listener_order,
+        )
         for seed in range(50):
             env.reset(seed=seed)
             env.step(
@@ -206,10 +216,18 @@ def test_without_communication_the_listener_view_does_not_depend_on_the_target()
                         assert np.array_equal(a["observation"], b["observation"])
 
 
-def test_without_communication_listeners_are_at_chance() -> None:
+@pytest.mark.parametrize("listener_order", ["shuffled", "sorted"])
+def test_without_communication_listeners_are_at_chance(listener_order: str) -> None:
     """Statistically: the expert listener (and fixed-position listeners) score 1/K."""
     k, n = 3, 3000
-    env = make("signal-v0", num_agents=2, num_candidates=k, num_rounds=1, communication=False)
+    env = make(
+        "signal-v0",
+        num_agents=2,
+        num_candidates=k,
+        num_rounds=1,
+        communication=False,
+        listener_order=listener_order,
+    )
     expert = make_baseline("signal-v0", "expert")
     scores = [run_episode(env, expert, seed=s).score for s in range(n)]
     se = math.sqrt((1 / k) * (1 - 1 / k) / n)
@@ -299,3 +317,18 @@ def test_render_and_state() -> None:
     vec = make("signal-v0", obs_mode="vector")
     vec.reset(seed=0)
     assert vec.state().shape == (2 * vec._game_vector_size(),)
+
+
+def test_sorted_listener_order_is_one_fixed_order_and_the_expert_still_wins() -> None:
+    """The curriculum stage: every listener sees the objects sorted by attribute values (the
+    speaker keeps its shuffle), and the game is otherwise the same."""
+    env = make("signal-v0", num_agents=3, num_candidates=4, listener_order="sorted")
+    for seed in range(20):
+        env.reset(seed=seed)
+        rnd = env.round
+        for listener in env.listeners:
+            assert [rnd.codes[i] for i in rnd.orders[listener]] == sorted(rnd.codes)
+    expert = make_baseline("signal-v0", "expert")
+    assert all(run_episode(env, expert, seed=s).success for s in range(20))
+    with pytest.raises(ValueError, match="listener_order"):
+        make("signal-v0", listener_order="alphabetical")

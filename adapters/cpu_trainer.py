@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["TrainArgs", "evaluate", "format_warmup", "grpo_update", "train"]
+__all__ = ["TrainArgs", "evaluate", "format_warmup", "grpo_update", "train", "warmup_examples"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,9 @@ class TrainArgs:
     """Serve Prometheus metrics on 127.0.0.1:PORT."""
     warmup_steps: int = 300
     """Format warm-up (supervised, on valid-but-random replies) before GRPO; 0 skips it."""
+    warmup_policy: str = "random"
+    """Teacher of the warm-up: ``random`` (format only) or a baseline such as ``expert``
+    (behaviour cloning: the supervised upper bound for this model)."""
 
 
 # ---------------------------------------------------------------------------- pieces
@@ -249,25 +252,29 @@ def evaluate(
 
 
 # ---------------------------------------------------------------------------- warm-up
-def format_warmup(
-    args: TrainArgs, out_dir: str | Path, steps: int = 300, batch_size: int = 16, lr: float = 1e-3
-) -> dict[str, float]:
-    """Supervised pass on valid-but-random replies (from ``valid_actions``, in the reply format),
-    so the model learns the format, not the strategy: ``args.model`` in, ``out_dir`` out."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
+def warmup_examples(
+    args: TrainArgs, tokenizer: Any, episodes: int, teacher: str = "random"
+) -> list[tuple[list[int], int]]:
+    """Supervised examples for the warm-up: every turn of the trained agents in ``episodes``
+    episodes played by the ``teacher`` baseline (teammates by theirs), as (prompt + reply
+    token ids, reply length). The prompt is the agent's chat so far, as the agent loop renders it."""
     from teamgym.envs import make
-    from teamgym.envs.baselines import RandomPolicy, make_baseline
+    from teamgym.envs.baselines import make_baseline
 
-    torch.manual_seed(args.seed)
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForCausalLM.from_pretrained(args.model)
     env = make(args.env, **args.env_kwargs)
-    random_policy = RandomPolicy(seed=args.seed)
+    policy = make_baseline(args.env, teacher, seed=args.seed)
+    if hasattr(policy, "bind"):
+        policy.bind(env)
     mates = {a: make_baseline(args.env, n, seed=args.seed) for a, n in args.teammates.items()}
+    for mate in mates.values():
+        if hasattr(mate, "bind"):
+            mate.bind(env)
     examples: list[tuple[list[int], int]] = []
-    for k in range(max(64, steps * batch_size // 8)):
+    for k in range(episodes):
         obs, infos = env.reset(seed=k)
+        policy.reset(k)
+        for mate in mates.values():
+            mate.reset(k)
         history = {a: [{"role": "system", "content": infos[a]["instructions"]}] for a in env.agents}
         while env.agents:
             replies = {}
@@ -275,7 +282,7 @@ def format_warmup(
                 if a in mates:
                     replies[a] = mates[a].act(a, obs[a], infos[a])
                     continue
-                reply = random_policy.act(a, obs[a], infos[a])
+                reply = policy.act(a, obs[a], infos[a])
                 history[a].append({"role": "user", "content": obs[a]})
                 prompt = tokenizer.apply_chat_template(
                     history[a], add_generation_prompt=True, tokenize=False
@@ -290,6 +297,27 @@ def format_warmup(
                 replies[a] = reply
             obs, _, _, _, new = env.step(replies)
             infos.update(new)
+    return examples
+
+
+def format_warmup(
+    args: TrainArgs,
+    out_dir: str | Path,
+    steps: int = 300,
+    batch_size: int = 16,
+    lr: float = 1e-3,
+    teacher: str = "random",
+) -> dict[str, float]:
+    """Supervised pass on the ``teacher``'s replies: ``random`` (the default) gives valid but
+    random replies, so the model learns the format, not the strategy; a strategic teacher
+    (``expert``) makes it behaviour cloning, the supervised upper bound of what RL can reach
+    with this model. ``args.model`` in, ``out_dir`` out."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(args.seed)
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    model = AutoModelForCausalLM.from_pretrained(args.model)
+    examples = warmup_examples(args, tokenizer, max(64, steps * batch_size // 8), teacher)
     optim = torch.optim.AdamW(model.parameters(), lr=lr)
     rng = np.random.default_rng(args.seed)
     model.train()
@@ -404,7 +432,10 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
     if args.warmup_steps > 0:
         start_model = str(run / "warmup_model")
         if not (run / "warmup_model" / "config.json").exists():
-            info = format_warmup(args, start_model, steps=args.warmup_steps)
+            info = format_warmup(
+                args, start_model, steps=args.warmup_steps, teacher=args.warmup_policy
+            )
+            info["teacher"] = args.warmup_policy
             tok = AutoTokenizer.from_pretrained(start_model)
             info["eval_success"] = evaluate(start_model, tok, args, args.eval_episodes, seed=1)
             (run / "warmup.json").write_text(json.dumps(info, indent=2) + "\n")

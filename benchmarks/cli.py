@@ -244,6 +244,7 @@ def _cmd_train(args: argparse.Namespace, console: Console) -> int:
         warmup_steps=args.warmup_steps,
         max_reply_tokens=args.max_reply_tokens,
         ppo_epochs=args.ppo_epochs,
+        warmup_policy=args.warmup_policy,
         mini_batches=args.mini_batches,
         forced_moves=args.forced_moves,
     )
@@ -388,6 +389,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-episodes", type=int, default=64, help="held-out episodes per evaluation")
     p.add_argument(
         "--warmup-steps", type=int, default=300, help="format warm-up steps (0 skips it)"
+    )
+    p.add_argument(
+        "--warmup-policy",
+        default="random",
+        help="warm-up teacher: random (format only) or a baseline such as expert (behaviour cloning)",
     )
     p.add_argument("--seed", type=int, default=0, help="run seed")
     p.add_argument(

@@ -174,6 +174,51 @@ def test_format_warmup_teaches_the_format_not_the_strategy(model_dir, tmp_path) 
     assert (out / "warmup_model" / "config.json").exists()
 
 
+@pytest.mark.parametrize("teacher", ["random", "expert"])
+def test_warmup_examples_are_the_teachers_replies_in_the_agent_loop_chat(
+    model_dir, tokenizer, teacher
+) -> None:
+    """Each example is the trained agent's chat so far (rendered as the agent loop renders it)
+    followed by the teacher's reply and EOS; the expert teacher makes it behaviour cloning."""
+    from teamgym.adapters.cpu_trainer import warmup_examples
+    from teamgym.envs import make
+    from teamgym.envs.baselines import make_baseline
+
+    args = _args(model_dir, model_dir, env_kwargs={**SMALL, "num_rounds": 2})
+    examples = warmup_examples(args, tokenizer, episodes=6, teacher=teacher)
+    assert len(examples) == 6 * 4  # the listener's turns: 2 rounds x (wait, pick)
+    env = make("signal-v0", **args.env_kwargs)
+    speaker, listener = make_baseline("signal-v0", "expert"), make_baseline("signal-v0", teacher)
+    k, right = 0, 0
+    for seed in range(6):
+        obs, infos = env.reset(seed=seed)
+        listener.reset(seed)
+        chat = [{"role": "system", "content": infos["robot_1"]["instructions"]}]
+        while env.agents:
+            reply = listener.act("robot_1", obs["robot_1"], infos["robot_1"])
+            chat.append({"role": "user", "content": obs["robot_1"]})
+            ids, n_reply = examples[k]
+            prompt = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+            full = tokenizer.encode(prompt, add_special_tokens=False)
+            assert ids[:-n_reply] == full[-args.prompt_length :]  # cut on the left, like VERL
+            assert ids[-1] == tokenizer.eos_token_id
+            assert tokenizer.decode(ids[-n_reply:-1]) == reply
+            chat.append({"role": "assistant", "content": reply})
+            obs, rewards, _, _, new = env.step(
+                {
+                    "robot_0": speaker.act("robot_0", obs["robot_0"], infos["robot_0"]),
+                    "robot_1": reply,
+                }
+            )
+            infos.update(new)
+            right += int(rewards.get("robot_1", 0.0) == 1.0)
+            k += 1
+    if teacher == "expert":  # behaviour cloning: every pick in the examples is right
+        assert right == 6 * 2
+    else:
+        assert right < 6 * 2
+
+
 @pytest.mark.parametrize(("epochs", "mini_batches"), [(1, 1), (2, 3)])
 def test_grpo_update_raises_rewarded_replies_and_lowers_the_others(
     model_dir, tmp_path, epochs, mini_batches

@@ -249,11 +249,20 @@ def _cmd_train(args: argparse.Namespace, console: Console) -> int:
         forced_moves=args.forced_moves,
     )
     history = train(targs, progress=not args.quiet)
-    last = history[-1] if history else {}
-    console.print(
-        f"trained {len(history)} steps into {args.out}: last success {last.get('success', 0):.2f}, "
-        f"held-out {last.get('eval_success', float('nan')):.2f}; curve at {args.out}/curve.png"
-    )
+    warmup = Path(args.out) / "warmup.json"
+    if warmup.exists():
+        info = json.loads(warmup.read_text())
+        console.print(
+            f"warm-up ({info.get('teacher', 'random')} teacher): held-out success "
+            f"{info['eval_success']:.2f}; model at {args.out}/warmup_model"
+        )
+    if history:
+        last = history[-1]
+        console.print(
+            f"trained {len(history)} steps into {args.out}: last success {last['success']:.2f}, "
+            f"held-out {last.get('eval_success', float('nan')):.2f}; curve at {args.out}/curve.png"
+        )
+    console.print(f"policy at {args.out}/policy (a teammate: checkpoint:{args.out}/policy)")
     return 0
 
 

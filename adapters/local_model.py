@@ -43,6 +43,9 @@ class LocalModelConfig:
     """Attention heads (``num_key_value_heads`` is half of it)."""
     max_position_embeddings: int = 4096
     """Longest sequence the model accepts."""
+    sliding_window: int | None = None
+    """Attention window of every layer (Qwen2's sliding-window attention), or None for full
+    attention. A short window keeps a small model's attention on the recent turn."""
     episodes_per_env: int = 20
     """Baseline episodes per registered env whose text trains the tokenizer."""
     seed: int = 0
@@ -121,6 +124,11 @@ def build_local_model(out_dir: str | Path, config: LocalModelConfig | None = Non
         num_attention_heads=config.num_attention_heads,
         num_key_value_heads=max(1, config.num_attention_heads // 2),
         max_position_embeddings=config.max_position_embeddings,
+        use_sliding_window=config.sliding_window is not None,
+        sliding_window=config.sliding_window,
+        max_window_layers=0,  # with a window, every layer uses it
+        layer_types=["full_attention" if config.sliding_window is None else "sliding_attention"]
+        * config.num_hidden_layers,
         tie_word_embeddings=True,
         bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
         eos_token_id=tokenizer.eos_token_id,

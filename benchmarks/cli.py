@@ -272,7 +272,11 @@ def _cmd_model(args: argparse.Namespace, console: Console) -> int:
     out = build_local_model(
         args.out,
         LocalModelConfig(
-            seed=args.seed, num_hidden_layers=args.layers, hidden_size=args.hidden_size
+            seed=args.seed,
+            num_hidden_layers=args.layers,
+            hidden_size=args.hidden_size,
+            intermediate_size=2 * args.hidden_size,
+            sliding_window=args.sliding_window,
         ),
     )
     console.print(f"local model written to {out} (sha256 {directory_hash(out)[:16]})")
@@ -419,6 +423,12 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--out", required=True, help="output directory (a Hugging Face model directory)")
     m.add_argument("--seed", type=int, default=0, help="seed of the corpus and the weights")
     m.add_argument("--layers", type=int, default=2, help="transformer blocks")
+    m.add_argument(
+        "--sliding-window",
+        type=int,
+        default=None,
+        help="attention window in tokens (Qwen2 sliding-window attention); full attention if omitted",
+    )
     m.add_argument("--hidden-size", type=int, default=64, help="model width")
     return parser
 

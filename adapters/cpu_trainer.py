@@ -221,6 +221,17 @@ def _episode_mean(out: Any, key: str) -> float:
     return float(np.mean(values)) if values else 0.0
 
 
+def _groups_with_signal(out: Any) -> float:
+    """Fraction of GRPO groups (same ``uid``) whose returns differ: the others get a zero
+    advantage and teach nothing (a collapsed policy, or a task too hard to ever score)."""
+    returns: dict[str, set[float]] = {}
+    for uid, score in zip(
+        out.non_tensor_batch["uid"], out.batch["rm_scores"].sum(-1).tolist(), strict=True
+    ):
+        returns.setdefault(str(uid), set()).add(round(float(score), 6))
+    return float(np.mean([len(r) > 1 for r in returns.values()])) if returns else 0.0
+
+
 def _seeds(rng: np.random.Generator, count: int) -> list[int]:
     from teamgym.benchmarks.baselines import EVAL_SEED_BASE
 
@@ -513,6 +524,7 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
                 "collaboration_index": _episode_mean(out, "collaboration_index"),
                 "communication_frequency": _episode_mean(out, "communication_frequency"),
                 "invalid_action_rate": _episode_mean(out, "invalid_action_rate"),
+                "groups_with_signal": _groups_with_signal(out),
                 "kl": float(kl.detach()),
                 "entropy": float(ent.detach()),
                 "loss": float(loss.detach()),

@@ -62,8 +62,10 @@ def test_training_steps_write_metrics_checkpoints_and_a_curve(model_dir, tmp_pat
         "loss",
         "episodes_per_s",
         "collaboration_index",
+        "groups_with_signal",
     ):
         assert key in lines[0]
+    assert 0.0 <= lines[0]["groups_with_signal"] <= 1.0
     assert lines[0]["kl"] == pytest.approx(0.0, abs=1e-6), (
         "the policy starts equal to its reference"
     )
@@ -334,3 +336,19 @@ def test_trimmed_logprobs_equal_the_full_padded_forward(model_dir, tmp_path) -> 
 def test_too_short_prompt_length_is_refused(model_dir, tmp_path) -> None:
     with pytest.raises(ValueError, match="prompt_length=64 is shorter than the first turn"):
         train(_args(model_dir, tmp_path / "short", prompt_length=64), progress=False)
+
+
+def test_groups_with_signal_counts_groups_whose_returns_differ() -> None:
+    import numpy as np
+    import torch
+    from verl.protocol import DataProto
+
+    from teamgym.adapters.cpu_trainer import _groups_with_signal
+
+    scores = torch.zeros(6, 3)
+    scores[0, 2], scores[2, 1], scores[3, 1] = 1.0, 1.0, 1.0  # group a differs; b and c do not
+    out = DataProto.from_dict(
+        tensors={"rm_scores": scores},
+        non_tensors={"uid": np.array(["a", "a", "b", "b", "c", "c"], dtype=object)},
+    )
+    assert _groups_with_signal(out) == pytest.approx(1 / 3)

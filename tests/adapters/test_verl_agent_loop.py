@@ -80,6 +80,17 @@ def _replay(rows_of_instance, weight: float = 0.7):
     return returns, seen
 
 
+def _assert_scores_match_replay(rows) -> None:
+    """Every row's score is the shared return a replay of its instance pays its agent."""
+    by_instance: dict[str, list[dict]] = {}
+    for row in rows:
+        by_instance.setdefault(row["instance"], []).append(row)
+    for members in by_instance.values():
+        returns, _ = _replay(members)
+        for row in members:
+            assert row["score"] == pytest.approx(returns[row["agent"]], abs=1e-5)
+
+
 def test_worker_with_local_model_masks_scores_and_shared_states(
     make_cfg, make_batch, model_dir, tokenizer
 ) -> None:
@@ -177,12 +188,7 @@ def test_shuffled_rows_still_pair_correctly(make_cfg, make_batch, tokenizer) -> 
         by_instance.setdefault(row["instance"], []).append(row["agent"])
         assert row["episode"] == info["episode"]
     assert all(sorted(v) == ["robot_0", "robot_1"] for v in by_instance.values())
-    for members in {
-        r["instance"]: [x for x in rows if x["instance"] == r["instance"]] for r in rows
-    }.values():
-        returns, _ = _replay(members)
-        for row in members:
-            assert row["score"] == pytest.approx(returns[row["agent"]], abs=1e-5)
+    _assert_scores_match_replay(rows)
 
 
 def test_response_budget_running_out_mid_episode(
@@ -428,12 +434,7 @@ def test_forced_moves_are_played_by_the_loop_without_the_model(
     # 2 rounds, 2 agents: each round, one of the two waits (the listener at talk, the speaker at pick)
     assert forced_seen == len(rows) * 2
     assert server.calls == sum(len(r["replies"]) for r in rows) - forced_seen
-    for members in {
-        r["instance"]: [x for x in rows if x["instance"] == r["instance"]] for r in rows
-    }.values():
-        returns, _ = _replay(members)
-        for row in members:
-            assert row["score"] == pytest.approx(returns[row["agent"]], abs=1e-5)
+    _assert_scores_match_replay(rows)
 
 
 def test_batched_sampling_equals_one_request_at_a_time(model_dir, tokenizer) -> None:

@@ -64,6 +64,8 @@ class CheckpointPolicy:
 
     def act(self, agent: str, observation: str, info: Mapping[str, Any]) -> str:
         """The model's greedy reply to the agent's chat so far plus ``observation``."""
+        import torch
+
         from teamgym.adapters.verl.server import sample_tokens
 
         chat = self.history.setdefault(
@@ -72,8 +74,6 @@ class CheckpointPolicy:
         chat.append({"role": "user", "content": observation})
         text = self.tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
         prompt = self.tokenizer.encode(text, add_special_tokens=False)[-self.max_prompt_tokens :]
-        import torch
-
         tokens, _ = sample_tokens(
             self.model,
             prompt,

@@ -47,7 +47,8 @@ class SignalExpert:
             heard = set(said[-1].split()) if said else set()
             for n, words in items:
                 if heard and heard <= set(words):
-                    return f"<action>pick {n}</action>"
+                    by_name = f"pick {' '.join(words)}"
+                    return f"<action>{by_name if by_name in valid else f'pick {n}'}</action>"
             return f"<action>{picks[0]}</action>"
         return f"<action>{valid[0] if valid else 'wait'}</action>"
 

@@ -36,6 +36,12 @@ class SignalEnv(TextParallelEnv):
     says much about the place, which a small model can learn before the full task, where the
     pick depends on the message *and* the list together.
 
+    ``pick_by="name"`` lets listeners pick an object by its words (``pick small red circle``)
+    instead of its number in their list (``pick 2``). Chance without the message is unchanged;
+    the pick no longer depends on the list order, so following the message is a copy, which
+    is how a language model would refer to an object anyway and what a small model can learn
+    in minutes (by number, the right reply depends on the message *and* the list together).
+
     Success means every pick of the episode was right; the outcome ``score`` is the fraction
     of right picks.
 
@@ -65,6 +71,7 @@ class SignalEnv(TextParallelEnv):
         word_budget: int = 3,
         speaker: Literal["rotating", "fixed"] = "rotating",
         listener_order: Literal["shuffled", "sorted"] = "shuffled",
+        pick_by: Literal["number", "name"] = "number",
         **base: Any,
     ) -> None:
         """See the class docstring; ``base`` takes the common options of ``TextParallelEnv``
@@ -91,6 +98,8 @@ class SignalEnv(TextParallelEnv):
             raise ValueError(
                 f"listener_order must be 'shuffled' or 'sorted', got {listener_order!r}"
             )
+        if pick_by not in ("number", "name"):
+            raise ValueError(f"pick_by must be 'number' or 'name', got {pick_by!r}")
         if self.obs_mode == "vector" and num_values**num_attributes > 512:
             raise ValueError(
                 "vector mode lists every possible description as a 'say' action; "
@@ -103,6 +112,7 @@ class SignalEnv(TextParallelEnv):
         self.word_budget = word_budget
         self.speaker_rule = speaker
         self.listener_order = listener_order
+        self.pick_by = pick_by
         self._vocab = vocabulary(num_attributes, num_values)
         self._word_index = {w: i for i, w in enumerate(self._vocab)}
         universe = num_values**num_attributes
@@ -111,10 +121,13 @@ class SignalEnv(TextParallelEnv):
             describe(decode(c, num_attributes, num_values), num_attributes) for c in range(universe)
         ]
         self._actions: list[tuple[str, str | None]] = [("wait", None), ("pass", None)]
-        self._actions += [(f"pick {i + 1}", None) for i in range(num_candidates)]
+        self._picks = [f"pick {i + 1}" for i in range(num_candidates)]
+        if pick_by == "number":
+            self._actions += [(pick, None) for pick in self._picks]
+        else:
+            self._actions += [(f"pick {name}", None) for name in self._all_names]
         if self.obs_mode == "vector":
             self._actions += [("say", name) for name in self._all_names]
-        self._picks = [f"pick {i + 1}" for i in range(num_candidates)]
         self.round_index = 0
         self.phase: Literal["talk", "pick"] = "talk"
         self.round: Round | None = None
@@ -164,7 +177,12 @@ class SignalEnv(TextParallelEnv):
     def _game_valid_actions(self, agent: str) -> list[str]:
         if agent == self.speaker:
             return ["say", "pass"] if self.phase == "talk" else ["wait"]
-        return ["wait"] if self.phase == "talk" else list(self._picks)
+        if self.phase == "talk":
+            return ["wait"]
+        if self.pick_by == "name":
+            assert self.round is not None
+            return [f"pick {self._names[i]}" for i in self.round.orders[agent]]
+        return list(self._picks)
 
     def _game_action_names(self, agent: str) -> list[tuple[str, str | None]]:
         return self._actions
@@ -207,7 +225,7 @@ class SignalEnv(TextParallelEnv):
             team = [speaker, listener]
             events.append(ev.subtask_attempted(subtask, team))
             action = actions.get(listener)
-            picked = None if action is None else rnd.orders[listener][int(action.split()[1]) - 1]
+            picked = None if action is None else self._picked(listener, action)
             self.picks_made += 1
             if picked == rnd.target:
                 self.correct += 1
@@ -233,15 +251,27 @@ class SignalEnv(TextParallelEnv):
             self._new_round()
         return GameStep(rewards=rewards, feedback=feedback, events=events, done=done)
 
+    def _picked(self, listener: str, action: str) -> int:
+        """Candidate index of a valid pick action (by number in the listener's list, or by name)."""
+        assert self.round is not None
+        if self.pick_by == "name":
+            return self._names.index(action.removeprefix("pick "))
+        return self.round.orders[listener][int(action.split()[1]) - 1]
+
     # ------------------------------------------------------------------ views
     def _game_instructions(self, agent: str) -> str:
+        pick_rule = (
+            "'pick N' from its own list"
+            if self.pick_by == "number"
+            else f"pick an object by its words, e.g. 'pick {self._all_names[-1]}'"
+        )
         return (
             f"You are {agent} in a team of {len(self.possible_agents)} playing a referential game "
             f"of {self.num_rounds} round(s). Each round one speaker sees {self.num_candidates} "
             "objects and which one is the target; the others (listeners) see the same objects in "
             "their own shuffled order, so numbers mean nothing across agents. The speaker may "
             f"describe the target in at most {self.word_budget} words ('say', with the words "
-            "in <say>...</say>) or 'pass'; then each listener must 'pick N' from its own list. "
+            f"in <say>...</say>) or 'pass'; then each listener must {pick_rule}. "
             "A right pick scores for the whole team.\n" + _REPLY_FORMAT
         )
 

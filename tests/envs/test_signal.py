@@ -15,6 +15,8 @@ from teamgym.envs.signal import SignalEnv
 
 def _right_pick(env: SignalEnv, listener: str) -> str:
     rnd = env.round
+    if env.pick_by == "name":
+        return f"pick {env._names[rnd.target]}"
     return f"pick {rnd.orders[listener].index(rnd.target) + 1}"
 
 
@@ -177,9 +179,12 @@ def test_expert_wins_for_every_team_size(num_agents: int) -> None:
     assert all(run_episode(env, expert, seed=s).success for s in range(30))
 
 
-@pytest.mark.parametrize("listener_order", ["shuffled", "sorted"])
+@pytest.mark.parametrize(
+    ("listener_order", "pick_by"),
+    [("shuffled", "number"), ("sorted", "number"), ("shuffled", "name")],
+)
 def test_without_communication_the_listener_view_does_not_depend_on_the_target(
-    listener_order: str,
+    listener_order: str, pick_by: str
 ) -> None:
     """The exact property: change which candidate is the target and every listener observation
     (text and vector) stays byte-identical, so no policy can beat chance without messages."""
@@ -191,6 +196,7 @@ def test_without_communication_the_listener_view_does_not_depend_on_the_target(
             obs_mode=mode,
             num_rounds=1,
             listener_order=listener_order,
+            pick_by=pick_by,
         )
         for seed in range(50):
             env.reset(seed=seed)
@@ -216,8 +222,11 @@ def test_without_communication_the_listener_view_does_not_depend_on_the_target(
                         assert np.array_equal(a["observation"], b["observation"])
 
 
-@pytest.mark.parametrize("listener_order", ["shuffled", "sorted"])
-def test_without_communication_listeners_are_at_chance(listener_order: str) -> None:
+@pytest.mark.parametrize(
+    ("listener_order", "pick_by"),
+    [("shuffled", "number"), ("sorted", "number"), ("shuffled", "name")],
+)
+def test_without_communication_listeners_are_at_chance(listener_order: str, pick_by: str) -> None:
     """Statistically: the expert listener (and fixed-position listeners) score 1/K."""
     k, n = 3, 3000
     env = make(
@@ -227,6 +236,7 @@ def test_without_communication_listeners_are_at_chance(listener_order: str) -> N
         num_rounds=1,
         communication=False,
         listener_order=listener_order,
+        pick_by=pick_by,
     )
     expert = make_baseline("signal-v0", "expert")
     scores = [run_episode(env, expert, seed=s).score for s in range(n)]
@@ -241,8 +251,9 @@ def test_without_communication_listeners_are_at_chance(listener_order: str) -> N
     assert chi2 < 13.82, f"target position not uniform: {counts}"
 
 
-def test_vector_mode_speaker_can_describe_the_target() -> None:
-    env = make("signal-v0", obs_mode="vector", num_rounds=1)
+@pytest.mark.parametrize("pick_by", ["number", "name"])
+def test_vector_mode_speaker_can_describe_the_target(pick_by: str) -> None:
+    env = make("signal-v0", obs_mode="vector", num_rounds=1, pick_by=pick_by)
     obs, _ = env.reset(seed=2)
     names = env.action_names("robot_0")
     target_words = env._names[env.round.target]
@@ -332,3 +343,36 @@ def test_sorted_listener_order_is_one_fixed_order_and_the_expert_still_wins() ->
     assert all(run_episode(env, expert, seed=s).success for s in range(20))
     with pytest.raises(ValueError, match="listener_order"):
         make("signal-v0", listener_order="alphabetical")
+
+
+def test_pick_by_name_scores_the_named_object_whatever_the_list_order() -> None:
+    """Listeners pick by the object's words; valid actions follow each listener's own order."""
+    env = make("signal-v0", num_agents=3, num_candidates=3, num_rounds=1, pick_by="name")
+    env.reset(seed=5)
+    env.step(
+        {"robot_0": "<say>red</say><action>say</action>", "robot_1": "wait", "robot_2": "wait"}
+    )
+    rnd = env.round
+    for listener in env.listeners:
+        shown = [f"pick {env._names[i]}" for i in rnd.orders[listener]]
+        assert env._game_valid_actions(listener) == shown
+    target = env._names[rnd.target]
+    wrong = next(n for n in env._names if n != target)
+    _, rewards, _, _, infos = env.step(
+        {
+            "robot_0": "wait",
+            "robot_1": f"<action>Pick {target}</action>",
+            "robot_2": f"pick {wrong}",
+        }
+    )
+    assert rewards == {"robot_0": 0.5, "robot_1": 1.0, "robot_2": 0.0}
+    assert "pick an object by its words" in env._game_instructions("robot_1")
+    numbered = make("signal-v0", num_rounds=1, pick_by="name")
+    numbered.reset(seed=0)
+    numbered.step({"robot_0": "pass", "robot_1": "wait"})
+    _, rewards, _, _, infos = numbered.step({"robot_0": "wait", "robot_1": "pick 1"})
+    assert "'pick 1' is not one of" in infos["robot_1"]["feedback"]  # numbers are not names
+    expert = make_baseline("signal-v0", "expert")
+    assert all(run_episode(env, expert, seed=s).success for s in range(20))
+    with pytest.raises(ValueError, match="pick_by"):
+        make("signal-v0", pick_by="colour")

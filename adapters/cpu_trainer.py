@@ -74,6 +74,10 @@ class TrainArgs:
     """Tokens per reply."""
     forced_moves: str = "auto"
     """``auto``: turns with a single valid action are played without the model (no gradient)."""
+    stop: list[str] = field(default_factory=lambda: ["</action>"])
+    """Stop strings: a reply ends with its command, so the model never learns to run on after it
+    (at a high learning rate the end-of-reply token was seen to fade, and the tail of junk that
+    followed swamped the update)."""
     prompt_length: int = 512
     """VERL rollout.prompt_length."""
     response_length: int = 256
@@ -107,6 +111,7 @@ def _compose(args: TrainArgs, run: Path) -> Any:
         f"  sharing:\n    weight: {args.sharing_weight}\n  max_reply_tokens: {args.max_reply_tokens}\n"
         "  hub: local\n  join_timeout: 30\n  turn_timeout: 300\n"
         f"  forced_moves: {args.forced_moves}\n"
+        f"  stop: {json.dumps(list(args.stop))}\n"
     )
     return compose_config(
         [

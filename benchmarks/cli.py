@@ -247,6 +247,7 @@ def _cmd_train(args: argparse.Namespace, console: Console) -> int:
         warmup_policy=args.warmup_policy,
         mini_batches=args.mini_batches,
         forced_moves=args.forced_moves,
+        stop=["</action>"] if args.stop is None else [s for s in args.stop if s],
     )
     history = train(targs, progress=not args.quiet)
     warmup = Path(args.out) / "warmup.json"
@@ -397,6 +398,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["auto", "model"],
         default="auto",
         help="auto: turns with one valid action are played without the model",
+    )
+    p.add_argument(
+        "--stop",
+        action="append",
+        default=None,
+        help="stop string ending a reply (repeatable; default </action>; --stop '' for none)",
     )
     p.add_argument("--eval-every", type=int, default=10, help="held-out evaluation every N steps")
     p.add_argument("--eval-episodes", type=int, default=64, help="held-out episodes per evaluation")

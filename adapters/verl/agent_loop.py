@@ -57,7 +57,11 @@ class TeamAgentLoop(AgentLoopBase):
     Keyword arguments come from the agent-loop YAML entry, not the whole config tree:
     ``sharing`` (RewardSharing fields; weight 0.7 by default), ``max_reply_tokens`` (per turn),
     ``hub`` (``"local"`` or ``"ray"``), ``join_timeout`` and ``turn_timeout`` in seconds,
-    ``forced_moves`` (``"model"`` or ``"auto"``).
+    ``forced_moves`` (``"model"`` or ``"auto"``), ``stop`` (stop strings such as
+    ``["</action>"]``, sent to the server as vLLM's ``stop`` with
+    ``include_stop_str_in_output``: a reply ends with its command instead of running on) and
+    ``mask_stop`` (true by default: the tokens that spell the stop string get ``response_mask`` 0,
+    so they stay context and are not trained: they only close the command).
     """
 
     def __init__(
@@ -69,12 +73,16 @@ class TeamAgentLoop(AgentLoopBase):
         join_timeout: float = 60.0,
         turn_timeout: float = 600.0,
         forced_moves: str = "model",
+        stop: list[str] | None = None,
+        mask_stop: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         if forced_moves not in ("model", "auto"):
             raise ValueError(f"forced_moves must be 'model' or 'auto', got {forced_moves!r}")
         self.forced_moves = forced_moves
+        self.stop = [str(s) for s in (stop or []) if s]
+        self.mask_stop = bool(mask_stop)
         self.sharing = dict(sharing or {"weight": 0.7})
         self.max_reply_tokens = int(max_reply_tokens)
         self.response_length = int(self.rollout_config.response_length)
@@ -87,6 +95,18 @@ class TeamAgentLoop(AgentLoopBase):
             )
         else:
             raise ValueError(f"hub must be 'local' or 'ray', got {hub!r}")
+
+    def _stop_tail(self, ids: list[int]) -> int:
+        """How many trailing tokens of a reply spell its stop string (0: none, or not masked)."""
+        if not (self.stop and self.mask_stop):
+            return 0
+        text = self.tokenizer.decode(ids)
+        if not any(text.endswith(s) for s in self.stop):
+            return 0
+        for k in range(1, len(ids) + 1):
+            if any(s in self.tokenizer.decode(ids[-k:]) for s in self.stop):
+                return k
+        return 0
 
     async def _call(self, method: str, *args: Any) -> Any:
         fn = getattr(self.hub, method)
@@ -110,6 +130,7 @@ class TeamAgentLoop(AgentLoopBase):
         prompt_ids = await self.ct_build_initial_tokens(messages)
         token_ids, mask, logprobs = list(prompt_ids), [], []
         want_logprobs = bool(sampling_params.get("logprobs"))
+        stops = {"stop": self.stop, "include_stop_str_in_output": True} if self.stop else {}
 
         # 3. meet the teammates
         teammates = json.loads(info.get("teammates") or "{}")  # agents the hub plays by a baseline
@@ -160,7 +181,7 @@ class TeamAgentLoop(AgentLoopBase):
                     output = await self.server_manager.generate(
                         request_id=request_id,
                         prompt_ids=token_ids,
-                        sampling_params={**sampling_params, "max_tokens": max_tokens},
+                        sampling_params={**sampling_params, "max_tokens": max_tokens, **stops},
                     )
                     merged, mask, lp = await self.ct_merge_assistant_token(
                         token_ids,
@@ -171,6 +192,10 @@ class TeamAgentLoop(AgentLoopBase):
                     )
                     token_ids, logprobs = merged.token_ids, lp or []
                     reply = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
+                    tail = self._stop_tail(output.token_ids)
+                    if tail:  # the stop string: context, not a trained token
+                        tail = min(tail, merged.appended_token_count)
+                        mask = [*mask[: len(mask) - tail], *([0] * tail)]
                     turns += 1
                 else:
                     budget_left = False

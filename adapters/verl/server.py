@@ -39,6 +39,9 @@ class _Request:
     top_p: float
     generator: torch.Generator
     future: asyncio.Future = field(repr=False)
+    stop: tuple[str, ...] = ()
+    """Stop strings (vLLM's ``stop``): the reply ends once its text contains one, which it keeps
+    (``include_stop_str_in_output``)."""
 
 
 def _pick(
@@ -72,11 +75,15 @@ def sample_tokens(
 
 @torch.no_grad()
 def sample_batch(
-    model: Any, requests: list[_Request], stop_ids: set[int], pad_id: int
+    model: Any,
+    requests: list[_Request],
+    stop_ids: set[int],
+    pad_id: int,
+    decode: Callable[[list[int]], str] | None = None,
 ) -> list[tuple[list[int], list[float]]]:
     """Sample the replies of several requests in one batched pass (left-padded prompts, one KV
-    cache); each row stops at a stop token or its own ``max_tokens``. Returns (tokens, log-probs)
-    per request, in order."""
+    cache); each row stops at a stop token, at one of its stop strings (read with ``decode``)
+    or at its own ``max_tokens``. Returns (tokens, log-probs) per request, in order."""
     n = len(requests)
     width = max(len(r.prompt_ids) for r in requests)
     input_ids = torch.full((n, width), pad_id, dtype=torch.long)
@@ -111,6 +118,9 @@ def sample_batch(
             logprobs.append(float(log_probs[i, token]))
             step[i, 0] = token
             active[i] = token not in stop_ids and len(tokens) < r.max_tokens
+            if active[i] and r.stop and decode is not None:
+                text = decode(tokens)
+                active[i] = not any(s in text for s in r.stop)
         # finished rows keep feeding a masked pad token so the batch stays rectangular
         attention = torch.cat([attention, torch.tensor([[int(a)] for a in active])], dim=-1)
         position_ids = position_ids[:, -1:] + 1
@@ -176,6 +186,7 @@ class LocalModelServer:
                 int.from_bytes(key[:8], "little") & (2**63 - 1)
             ),
             future=loop.create_future(),
+            stop=tuple(s for s in (sampling_params.get("stop") or ()) if s),
         )
         self._pending.append(request)
         if self._worker is None or self._worker.done():
@@ -193,7 +204,13 @@ class LocalModelServer:
             self.batches += 1
             try:
                 results = await loop.run_in_executor(
-                    self.pool, sample_batch, self.model, batch, self.stop_ids, self.pad_id
+                    self.pool,
+                    sample_batch,
+                    self.model,
+                    batch,
+                    self.stop_ids,
+                    self.pad_id,
+                    self.tokenizer.decode,
                 )
             except BaseException as exc:  # fail these calls, keep serving the others
                 for r in batch:
@@ -252,9 +269,15 @@ class ScriptedServer:
         finally:
             self.in_flight -= 1
         text = self.reply(self.tokenizer.decode(list(prompt_ids)))
+        cap = int(sampling_params.get("max_tokens", 1 << 30))
+        for stop in sampling_params.get("stop") or ():  # like vLLM: end at the first stop string
+            if stop and stop in text:
+                ids = self.tokenizer.encode(
+                    text[: text.index(stop) + len(stop)], add_special_tokens=False
+                )[:cap]
+                return TokenOutput(
+                    token_ids=ids, log_probs=[0.0] * len(ids), stop_reason="completed"
+                )
         ids = self.tokenizer.encode(text, add_special_tokens=False)
-        ids = [
-            *ids[: max(0, int(sampling_params.get("max_tokens", 1 << 30)) - 1)],
-            self.tokenizer.eos_token_id,
-        ]
+        ids = [*ids[: max(0, cap - 1)], self.tokenizer.eos_token_id]
         return TokenOutput(token_ids=ids, log_probs=[0.0] * len(ids), stop_reason="completed")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -471,3 +472,65 @@ def test_batched_sampling_equals_one_request_at_a_time(model_dir, tokenizer) -> 
     for (a_ids, a_lp), (b_ids, b_lp) in zip(alone, together, strict=True):
         assert a_ids == b_ids
         assert np.allclose(a_lp, b_lp, atol=1e-4)
+
+
+def test_stop_strings_end_a_reply_and_reach_the_server(
+    make_cfg, make_batch, model_dir, tokenizer
+) -> None:
+    """``stop`` in the loop's settings reaches the server as vLLM's ``stop`` (keeping the stop
+    string), and the local server ends a row at the first token whose text contains it."""
+    from transformers import AutoModelForCausalLM
+
+    from teamgym.adapters.verl.server import _Request, sample_batch
+
+    class Recording(ScriptedServer):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            self.seen: list[dict] = []
+
+        async def generate(self, request_id: str, *, prompt_ids, sampling_params, **kw: Any):
+            self.seen.append(dict(sampling_params))
+            return await super().generate(
+                request_id, prompt_ids=prompt_ids, sampling_params=sampling_params, **kw
+            )
+
+    server = Recording(tokenizer, policy_reply(RandomPolicy(seed=4)))
+    cfg = make_cfg(stop=["</action>"])
+    rows = _rows(_run(cfg, server, make_batch(cfg, rows=[0])))
+    assert server.seen and all(
+        p["stop"] == ["</action>"] and p["include_stop_str_in_output"] for p in server.seen
+    )
+    for row in rows:  # mask_stop: the stop string is context (mask 0), the rest is trained
+        trained = [
+            tokenizer.decode(row["ids"][s:e], skip_special_tokens=True)
+            for s, e, v in _segments(row["mask"])
+            if v == 1
+        ]
+        assert trained == [r.removesuffix("</action>") for r in row["replies"]]
+        assert all(r.endswith("</action>") for r in row["replies"])
+    _assert_scores_match_replay(rows)
+    plain = Recording(tokenizer, policy_reply(RandomPolicy(seed=4)))
+    cfg = make_cfg()
+    _run(cfg, plain, make_batch(cfg, rows=[0]))
+    assert plain.seen and not any("stop" in p for p in plain.seen)
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    prompt = tokenizer.encode("Valid actions: pick 1 | pick 2", add_special_tokens=False)
+    free, _ = sample_batch(
+        model,
+        [_Request(prompt, 12, 0.0, 1.0, torch.Generator(), None)],
+        {tokenizer.eos_token_id},
+        tokenizer.pad_token_id,
+    )[0]
+    assert len(free) > 3
+    stop_text = tokenizer.decode(free[1:3])  # a string the greedy reply is known to contain
+    cut, logprobs = sample_batch(
+        model,
+        [_Request(prompt, 12, 0.0, 1.0, torch.Generator(), None, stop=(stop_text,))],
+        {tokenizer.eos_token_id},
+        tokenizer.pad_token_id,
+        tokenizer.decode,
+    )[0]
+    assert stop_text in tokenizer.decode(cut)  # kept, like include_stop_str_in_output
+    assert stop_text not in tokenizer.decode(cut[:-1])  # and nothing after the first token
+    assert cut == free[: len(cut)] and len(logprobs) == len(cut) < len(free)

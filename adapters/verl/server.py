@@ -119,7 +119,8 @@ def sample_batch(
             step[i, 0] = token
             active[i] = token not in stop_ids and len(tokens) < r.max_tokens
             if active[i] and r.stop and decode is not None:
-                text = decode(tokens)
+                # a stop string of n characters spans at most n + 1 of the last tokens
+                text = decode(tokens[-max(len(s) for s in r.stop) - 1 :])
                 active[i] = not any(s in text for s in r.stop)
         # finished rows keep feeding a masked pad token so the batch stays rectangular
         attention = torch.cat([attention, torch.tensor([[int(a)] for a in active])], dim=-1)

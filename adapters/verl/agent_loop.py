@@ -37,6 +37,13 @@ from teamgym.adapters.verl.hub import get_ray_hub, local_hub
 __all__ = ["AGENT_LOOP_NAME", "TeamAgentLoop"]
 
 AGENT_LOOP_NAME = "teamgym_agent"
+
+_SLOTS: dict[tuple[str, str], list[int]] = {}
+"""Copy numbers per (episode key, agent) in this process: [next number, loops in flight].
+VERL starts a batch's loops in row order and each takes its number before its first ``await``,
+so the numbers (hence the hub's pairings and the sampling streams) do not depend on which
+loop's tokenisation finishes first. The count restarts once every copy has finished, so a
+batch that lacked a row does not shift the next batch's numbers."""
 #: Episode metrics copied into VERL's reward_extra_info (numbers only; None becomes NaN).
 LOGGED_METRICS = (
     "success",
@@ -114,6 +121,22 @@ class TeamAgentLoop(AgentLoopBase):
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         """Play one agent's part of one episode; returns its trajectory."""
+        info = kwargs["extra_info"]
+        key = (str(info["episode"]), str(info["agent"]))
+        entry = _SLOTS.setdefault(key, [0, 0])  # no await before this: row order
+        slot = entry[0]
+        entry[0] += 1
+        entry[1] += 1
+        try:
+            return await self._play(sampling_params, slot, **kwargs)
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0 and _SLOTS.get(key) is entry:
+                del _SLOTS[key]
+
+    async def _play(
+        self, sampling_params: dict[str, Any], slot: int, **kwargs: Any
+    ) -> AgentLoopOutput:
         # 1. the row: who we are, in which episode
         info = dict(kwargs["extra_info"])
         agent, seed = str(info["agent"]), int(info["seed"])
@@ -143,6 +166,7 @@ class TeamAgentLoop(AgentLoopBase):
             seed,
             self.sharing,
             teammates,
+            slot,
         )
         first_obs_matches = joined.observation == messages[-1]["content"]
         request_id = f"{joined.instance}/{agent}"  # sticky per trajectory, reproducible

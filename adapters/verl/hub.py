@@ -8,9 +8,11 @@ so the same object serves in-process (one worker) and as a Ray actor (episodes a
 
 What never hangs:
 
-* **Copies.** ``rollout.n`` copies of a row are identical; the k-th loop of an agent to join an
-  episode key takes the first open instance that lacks that agent, so each instance gets one
-  row per agent whatever the arrival order.
+* **Copies.** ``rollout.n`` copies of a row are identical. A loop that knows its copy number
+  (``slot``: the agent loop counts them in batch order, before its first ``await``) joins the
+  instance of that slot, so the k-th copies of every agent meet and ids are reproducible;
+  otherwise the k-th loop of an agent to join takes the first open instance that lacks that
+  agent. Either way each instance gets one row per agent whatever the arrival order.
 * **Missing rows** (a shuffled sampler or chunking that split an episode): after
   ``join_timeout`` the instance starts anyway; absent agents reply nothing (a no-op) and every
   output carries ``missing_agents``.
@@ -85,6 +87,7 @@ class _Instance:
     teammates: dict[str, Any] = field(default_factory=dict)
     last_obs: dict[str, Any] = field(default_factory=dict)
     last_info: dict[str, Any] = field(default_factory=dict)
+    slot: int | None = None
 
 
 class EpisodeHub:
@@ -108,6 +111,7 @@ class EpisodeHub:
         self._open: dict[str, list[_Instance]] = {}
         self._by_id: dict[str, _Instance] = {}
         self._ids = itertools.count()
+        self._slotted: dict[tuple[str, int], _Instance] = {}
 
     # ------------------------------------------------------------------ API
     async def join(
@@ -119,13 +123,23 @@ class EpisodeHub:
         seed: int,
         sharing: dict[str, Any] | None = None,
         teammates: dict[str, str] | None = None,
+        slot: int | None = None,
     ) -> JoinResult:
         """Join an instance of episode ``key`` as ``agent``; returns when the instance starts.
         ``teammates`` maps agents played by a baseline policy (e.g. ``{"robot_0": "expert"}``)
-        to its name: the hub answers for them, no dataset row does."""
-        inst = next(
-            (i for i in self._open.get(key, []) if agent not in i.joined and not i.started), None
-        )
+        to its name: the hub answers for them, no dataset row does. ``slot`` (the copy number of
+        the row, when the caller knows it) pairs the k-th copies of each agent together whatever
+        order they arrive in, so instance ids and pairings are reproducible."""
+        inst = None
+        if slot is not None:
+            inst = self._slotted.get((key, slot))
+            if inst is not None and (agent in inst.joined or inst.started):
+                inst, slot = None, None  # copy number taken (counted in another process)
+        if inst is None and slot is None:
+            inst = next(
+                (i for i in self._open.get(key, []) if agent not in i.joined and not i.started),
+                None,
+            )
         if inst is None:
             env = SharedReward(
                 self.env_factory(env_id, dict(env_kwargs)), RewardSharing(**(sharing or {}))
@@ -136,10 +150,13 @@ class EpisodeHub:
                 )
             policies = self._teammates(env_id, env, seed, teammates or {}, agent)
             trained = tuple(a for a in env.possible_agents if a not in policies)
-            inst = _Instance(
-                f"{key}#{next(self._ids)}", key, seed, env, trained, teammates=policies
-            )
+            name = f"{key}#{next(self._ids)}" if slot is None else f"{key}#s{slot}"
+            if name in self._by_id:
+                name = f"{name}.{next(self._ids)}"
+            inst = _Instance(name, key, seed, env, trained, teammates=policies, slot=slot)
             self._by_id[inst.id] = inst
+            if slot is not None:
+                self._slotted[(key, slot)] = inst
             self._open.setdefault(key, []).append(inst)
             asyncio.get_running_loop().call_later(self.join_timeout, self._start, inst)
         loop = asyncio.get_running_loop()
@@ -273,6 +290,8 @@ class EpisodeHub:
         inst.finished = True
         inst.env.close()
         self._by_id.pop(inst.id, None)
+        if inst.slot is not None and self._slotted.get((inst.key, inst.slot)) is inst:
+            del self._slotted[(inst.key, inst.slot)]
 
 
 _LOCAL_HUB: EpisodeHub | None = None

@@ -146,6 +146,49 @@ def test_sigkill_then_resume_loses_no_finished_step(model_dir, tmp_path) -> None
     assert steps == [1, 2, 3, 4, 5], f"steps after resume: {steps}"
 
 
+def test_same_seed_same_run_across_processes(model_dir, tmp_path) -> None:
+    """Two processes, same arguments: the same rollouts, metrics and weights, byte for byte
+    (VERL tokenises prompts on a thread pool, so loops reach the hub in any order; the copy
+    numbers they take in row order keep pairings and sampling streams fixed)."""
+    runs = []
+    for name in ("a", "b"):
+        out = tmp_path / name
+        cmd = [
+            sys.executable,
+            "-m",
+            "teamgym",
+            "train",
+            "--model",
+            str(model_dir),
+            "--out",
+            str(out),
+            "--steps",
+            "1",
+            "--episodes-per-step",
+            "16",
+            "--group-size",
+            "8",
+            "--eval-every",
+            "0",
+            "--warmup-steps",
+            "0",
+            "--max-reply-tokens",
+            "8",
+            "--quiet",
+            *[a for k, v in SMALL.items() for a in ("--env-arg", f"{k}={v}")],
+        ]
+        subprocess.run(cmd, check=True, timeout=600, capture_output=True)
+        lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+        for line in lines:
+            line.pop("seconds")
+            line.pop("episodes_per_s")
+        runs.append((lines, (out / "policy" / "model.safetensors").read_bytes()))
+    assert runs[0][0] == runs[1][0]
+    assert runs[0][1] == runs[1][1]
+    # and the run learned something from its rollouts (the weights moved)
+    assert runs[0][1] != (Path(model_dir) / "model.safetensors").read_bytes()
+
+
 def test_prometheus_endpoint_matches_metrics_jsonl(model_dir, tmp_path) -> None:
     port = _free_port()
     out = tmp_path / "prom"

@@ -45,6 +45,25 @@ def test_copies_pair_one_row_per_agent_per_instance() -> None:
     assert hub.live_instances() == 0
 
 
+def test_slots_pair_the_kth_copies_whatever_the_arrival_order() -> None:
+    async def main(order):
+        hub = EpisodeHub(join_timeout=5)
+        joins = [
+            hub.join("ep", agent, "signal-v0", KW, 5, None, None, slot) for agent, slot in order
+        ]
+        return await asyncio.gather(*joins)
+
+    # robot_1's copies arrive first and backwards, robot_0's slot 1 twice (counted in two
+    # processes): the second one falls back to arrival order instead of sharing an instance
+    order = [("robot_1", 2), ("robot_1", 1), ("robot_1", 0), ("robot_0", 0), ("robot_0", 1)]
+    order += [("robot_0", 1)]
+    joined = asyncio.run(main(order))
+    ids = [j.instance for j in joined]
+    assert ids[:5] == ["ep#s2", "ep#s1", "ep#s0", "ep#s0", "ep#s1"]
+    assert ids[5] == "ep#s2"  # the free instance that lacks robot_0, not a second robot_0 in s1
+    assert not any(j.missing_agents for j in joined)
+
+
 def test_missing_agents_start_after_join_timeout() -> None:
     async def main():
         hub = EpisodeHub(join_timeout=0.2)

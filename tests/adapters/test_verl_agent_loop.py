@@ -220,6 +220,12 @@ def test_rows_of_a_missing_teammate_do_not_hang(make_cfg, make_batch, tokenizer)
     rows = _rows(out)
     assert len(rows) == 4
     assert all(r["extra"]["missing_agents"] == 1.0 and r["agent"] == "robot_0" for r in rows)
+    # the same episodes again, complete: the copies pair up (the short batch shifted nothing)
+    full = _rows(
+        _run(cfg, ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=2))), make_batch(cfg))
+    )
+    assert full and all(r["extra"]["missing_agents"] == 0.0 for r in full)
+    assert all(r["instance"].split("#s")[1].isdigit() for r in full)  # paired by copy number
 
 
 def test_a_crashing_agent_loop_fails_the_batch_without_hanging(

@@ -448,10 +448,12 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
     if args.warmup_steps > 0:
         start_model = str(run / "warmup_model")
         if not (run / "warmup_model" / "config.json").exists():
+            began = time.perf_counter()
             info = format_warmup(
                 args, start_model, steps=args.warmup_steps, teacher=args.warmup_policy
             )
             info["teacher"] = args.warmup_policy
+            info["seconds"] = time.perf_counter() - began
             tok = AutoTokenizer.from_pretrained(start_model)
             info["eval_success"] = evaluate(start_model, tok, args, args.eval_episodes, seed=1)
             (run / "warmup.json").write_text(json.dumps(info, indent=2) + "\n")

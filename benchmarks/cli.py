@@ -236,6 +236,7 @@ def _cmd_train(args: argparse.Namespace, console: Console) -> int:
         sharing_weight=args.sharing_weight,
         kl_coef=args.kl_coef,
         kl_target=args.kl_target,
+        kl_limit=args.kl_limit,
         eval_every=args.eval_every,
         eval_episodes=args.eval_episodes,
         seed=args.seed,
@@ -264,6 +265,34 @@ def _cmd_train(args: argparse.Namespace, console: Console) -> int:
             f"held-out {last.get('eval_success', float('nan')):.2f}; curve at {args.out}/curve.png"
         )
     console.print(f"policy at {args.out}/policy (a teammate: checkpoint:{args.out}/policy)")
+    return 0
+
+
+def _cmd_learn_bench(args: argparse.Namespace, console: Console) -> int:
+    from teamgym.benchmarks.learn import STAGES, run_stage
+
+    out = args.out or f"runs/learn-{args.stage}"
+    summary = run_stage(args.stage, out, seed=args.seed, steps=args.steps, progress=not args.quiet)
+    stage = STAGES[args.stage]
+    console.print(f"learn-bench {args.stage}: {stage.description}")
+    table = Table()
+    for col in ("step", "held-out success"):
+        table.add_column(col, justify="right")
+    table.add_row("warm-up", f"{summary['warmup_success']:.2f}")
+    for step, success in summary["evals"]:
+        table.add_row(str(step), f"{success:.2f}")
+    console.print(table)
+    reached = summary["reached_target"]
+    console.print(
+        f"target {stage.target:.2f}: "
+        + (
+            f"reached at step {reached['step']} after {reached['train_seconds']:.0f} s of training"
+            if reached
+            else f"not reached in {summary['steps']} steps (best {summary['best_success']:.2f})"
+        )
+        + f"; total training {summary['train_seconds']:.0f} s. Curve: {out}/run/curve.png, "
+        f"figures: {out}/summary.json"
+    )
     return 0
 
 
@@ -388,6 +417,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sharing-weight", type=float, default=0.7, help="RewardSharing weight")
     p.add_argument("--kl-coef", type=float, default=0.01, help="KL loss weight")
     p.add_argument("--kl-target", type=float, default=0.02, help="warn when KL exceeds it")
+    p.add_argument(
+        "--kl-limit",
+        type=float,
+        default=0.2,
+        help="the guard rolls back when KL stays above it for a few steps",
+    )
     p.add_argument("--max-reply-tokens", type=int, default=16, help="tokens per reply")
     p.add_argument("--ppo-epochs", type=int, default=1, help="passes over each rollout batch")
     p.add_argument(
@@ -424,6 +459,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
+    p = sub.add_parser(
+        "learn-bench", help="learning benchmark: build a local model, warm up, GRPO to a target"
+    )
+    p.add_argument("stage", choices=["listener", "team"], help="which benchmark")
+    p.add_argument("--out", default=None, help="run directory (default runs/learn-STAGE)")
+    p.add_argument("--steps", type=int, default=None, help="GRPO steps (default: the stage's)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the model, the draws, the run")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
     p = sub.add_parser("model", help="local models")
     msub = p.add_subparsers(dest="model_command", required=True)
     m = msub.add_parser("init", help="build a small local model and tokenizer (no download)")
@@ -453,6 +497,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "verl-bench": _cmd_verl_bench,
         "train": _cmd_train,
         "model": _cmd_model,
+        "learn-bench": _cmd_learn_bench,
     }
     try:
         return handlers[args.command](args, console)

@@ -618,6 +618,9 @@ def _plot(history: list[dict[str, Any]], path: Path) -> None:
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
     ax1.plot(steps, [h["success"] for h in history], label="training success")
     evals = [(h["step"], h["eval_success"]) for h in history if "eval_success" in h]
+    warmup = path.parent / "warmup.json"
+    if warmup.exists():  # the warm-up model's held-out success is the curve's start
+        evals.insert(0, (0, json.loads(warmup.read_text())["eval_success"]))
     if evals:
         ax1.plot(*zip(*evals, strict=True), "o-", label="held-out success (greedy)")
     ax1.set_ylabel("success")

@@ -81,7 +81,8 @@ STAGES: dict[str, Stage] = {
         },
         model=LEARNER,
         steps=100,
-        max_reply_tokens=24,
+        kl_coef=0.05,
+        max_reply_tokens=16,
         target=0.8,
     ),
 }

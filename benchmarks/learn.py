@@ -37,6 +37,8 @@ class Stage:
     group_size: int = 8
     max_reply_tokens: int = 10
     warmup_steps: int = 300
+    warmup_policy: str = "random"
+    """Teacher of the format warm-up: a baseline with valid but uninformative replies."""
     eval_every: int = 10
     eval_episodes: int = 128
     target: float = 0.9
@@ -83,6 +85,7 @@ STAGES: dict[str, Stage] = {
         steps=100,
         kl_coef=0.05,
         max_reply_tokens=16,
+        warmup_policy="babbler",
         target=0.8,
     ),
 }
@@ -160,6 +163,7 @@ def run_stage(
         kl_limit=stage.kl_limit,
         max_reply_tokens=stage.max_reply_tokens,
         warmup_steps=stage.warmup_steps,
+        warmup_policy=stage.warmup_policy,
         eval_every=stage.eval_every,
         eval_episodes=stage.eval_episodes,
         seed=seed,

@@ -39,7 +39,10 @@ register(
     "signal-v0",
     "teamgym.envs.signal:SignalEnv",
     description="Referential game: a speaker sees the target, listeners must pick it; reward only on a right pick.",
-    baselines={"expert": "teamgym.envs.signal.baselines:SignalExpert"},
+    baselines={
+        "expert": "teamgym.envs.signal.baselines:SignalExpert",
+        "babbler": "teamgym.envs.signal.baselines:SignalBabbler",
+    },
 )
 register(
     "thor-assembly-v0",

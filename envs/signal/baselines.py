@@ -1,4 +1,4 @@
-"""Scripted expert for ``signal-v0``: it reads only what an LLM would read (the text)."""
+"""Scripted baselines for ``signal-v0``; they read only what an LLM would read (the text)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from itertools import combinations
 from typing import Any
 
-__all__ = ["SignalExpert"]
+import numpy as np
+
+__all__ = ["SignalBabbler", "SignalExpert"]
 
 _ITEM = re.compile(r"^(\d+)\. (.+)$", re.MULTILINE)
 _TARGET = re.compile(r"^The target is: (.+)$", re.MULTILINE)
@@ -61,3 +63,26 @@ class SignalExpert:
                 if all(any(o[p] != target[p] for p in positions) for o in others):
                     return [target[p] for p in positions]
         return target[:budget]
+
+
+class SignalBabbler:
+    """Valid but uninformative: the speaker always talks, naming an object drawn at random from
+    its list (whatever the target), and a listener picks at random. Success stays at chance;
+    as a warm-up teacher it teaches the format of talking without making ``pass`` the habit."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def reset(self, seed: int | None = None) -> None:
+        """Re-seed."""
+        self.rng = np.random.default_rng(seed)
+
+    def act(self, agent: str, observation: str, info: Mapping[str, Any]) -> str:
+        """Name a random object (speaker) or pick a random one (listener)."""
+        valid = list(info.get("valid_actions", []))
+        items = [text for _, text in _ITEM.findall(observation)]
+        if "say" in valid and items:
+            return f"<say>{items[int(self.rng.integers(len(items)))]}</say><action>say</action>"
+        picks = [a for a in valid if a.startswith("pick ")]
+        choice = picks or valid or ["wait"]
+        return f"<action>{choice[int(self.rng.integers(len(choice)))]}</action>"

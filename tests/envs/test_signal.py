@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 import pytest
@@ -170,6 +171,26 @@ def test_expert_wins_and_random_is_at_chance() -> None:
     random_scores = [run_episode(env, RandomPolicy(), seed=s).score for s in range(2000)]
     mean, se = np.mean(random_scores), math.sqrt(0.25 * 0.75 / 2000)
     assert abs(mean - 0.25) < 4 * se, f"random accuracy {mean:.3f}, chance 0.25"
+
+
+@pytest.mark.parametrize("pick_by", ["number", "name"])
+def test_babbler_always_names_an_object_and_stays_at_chance(pick_by: str) -> None:
+    env = make("signal-v0", num_rounds=1, num_candidates=3, num_attributes=1, pick_by=pick_by)
+    babbler = make_baseline("signal-v0", "babbler", seed=3)
+    results, named = [], 0
+    for seed in range(1500):
+        obs, infos = env.reset(seed=seed)
+        babbler.reset(seed)
+        reply = babbler.act("robot_0", obs["robot_0"], infos["robot_0"])
+        objects = re.findall(r"^\d\. (.+)$", obs["robot_0"], re.MULTILINE)
+        said = re.fullmatch(r"<say>(.+)</say><action>say</action>", reply)
+        assert said and said.group(1) in objects, reply  # always talks, always an object
+        named += said.group(1) == re.search(r"The target is: (.+)", obs["robot_0"]).group(1)
+        results.append(run_episode(env, babbler, seed=seed))
+    assert all(m.invalid_action_rate == 0 for m in results)  # valid replies only
+    se = math.sqrt(2 / 9 / 1500)
+    for rate in (np.mean([m.success for m in results]), named / 1500):
+        assert abs(rate - 1 / 3) < 4 * se, f"{rate:.3f}, chance 1/3"  # no strategy
 
 
 @pytest.mark.parametrize("num_agents", [2, 4, 8])

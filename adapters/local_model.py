@@ -48,20 +48,30 @@ class LocalModelConfig:
     attention. A short window keeps a small model's attention on the recent turn."""
     episodes_per_env: int = 20
     """Baseline episodes per registered env whose text trains the tokenizer."""
+    corpus_baselines: tuple[str, ...] = ("random", "expert")
+    """Baselines whose episodes make the corpus (those an env lacks are skipped): a fixed list,
+    so registering a new baseline does not change the models this builds. The learning results
+    depend on the tokenizer (a corpus with the ``babbler``'s replies too gave a warm-up model
+    that learned nothing in 20 GRPO steps where this one learns)."""
     seed: int = 0
     """Seeds the corpus episodes and the weight initialisation."""
 
 
 def env_corpus(
-    env_ids: Sequence[str] | None = None, episodes: int = 20, seed: int = 0, max_steps: int = 30
+    env_ids: Sequence[str] | None = None,
+    episodes: int = 20,
+    seed: int = 0,
+    max_steps: int = 30,
+    baselines: Sequence[str] = ("random", "expert"),
 ) -> Iterator[str]:
-    """Text of the registered environments: instructions, observations and baseline replies
-    (the first ``max_steps`` steps of each episode)."""
+    """Text of the registered environments: instructions, observations and the replies of
+    ``baselines`` (those the env has; the first ``max_steps`` steps of each episode)."""
     from teamgym.envs import make, registry, spec
     from teamgym.envs.baselines import make_baseline
 
     for env_id in env_ids or list(registry()):
-        for name in ["random", *spec(env_id).baselines]:
+        known = {"random", *spec(env_id).baselines}
+        for name in [b for b in baselines if b in known]:
             policy = make_baseline(env_id, name, seed=seed)
             env = make(env_id)
             if hasattr(policy, "bind"):
@@ -92,7 +102,15 @@ def build_local_model(out_dir: str | Path, config: LocalModelConfig | None = Non
     out.mkdir(parents=True, exist_ok=True)
 
     # 1. tokenizer: byte-level BPE on the environments' own text (so "\n" is one token)
-    corpus = sorted(set(env_corpus(episodes=config.episodes_per_env, seed=config.seed)))
+    corpus = sorted(
+        set(
+            env_corpus(
+                episodes=config.episodes_per_env,
+                seed=config.seed,
+                baselines=config.corpus_baselines,
+            )
+        )
+    )
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from itertools import combinations
 from typing import Any
 
-import numpy as np
+from teamgym.envs.baselines import RandomPolicy
 
 __all__ = ["SignalBabbler", "SignalExpert"]
 
@@ -65,17 +65,10 @@ class SignalExpert:
         return target[:budget]
 
 
-class SignalBabbler:
+class SignalBabbler(RandomPolicy):
     """Valid but uninformative: the speaker always talks, naming an object drawn at random from
     its list (whatever the target), and a listener picks at random. Success stays at chance;
     as a warm-up teacher it teaches the format of talking without making ``pass`` the habit."""
-
-    def __init__(self, seed: int | None = None) -> None:
-        self.rng = np.random.default_rng(seed)
-
-    def reset(self, seed: int | None = None) -> None:
-        """Re-seed."""
-        self.rng = np.random.default_rng(seed)
 
     def act(self, agent: str, observation: str, info: Mapping[str, Any]) -> str:
         """Name a random object (speaker) or pick a random one (listener)."""

@@ -40,6 +40,19 @@ def _args(model_dir: Path, out: Path, **kw) -> TrainArgs:
     return replace(base, **kw)
 
 
+def _train_cmd(
+    model_dir: Path, out: Path, steps: int, per_step: int, group: int, teammate: str = ""
+) -> list[str]:
+    """``teamgym train`` as a user runs it: no warm-up or evaluation, short replies."""
+    return [
+        *(sys.executable, "-m", "teamgym", "train", "--model", str(model_dir), "--out", str(out)),
+        *("--steps", str(steps), "--episodes-per-step", str(per_step), "--group-size", str(group)),
+        *(("--teammate", teammate) if teammate else ()),
+        *("--eval-every", "0", "--warmup-steps", "0", "--max-reply-tokens", "8", "--quiet"),
+        *[a for k, v in SMALL.items() for a in ("--env-arg", f"{k}={v}")],
+    ]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -102,32 +115,7 @@ def test_guard_rolls_back_and_lowers_the_learning_rate(model_dir, tmp_path) -> N
 
 def test_sigkill_then_resume_loses_no_finished_step(model_dir, tmp_path) -> None:
     out = tmp_path / "killed"
-    cmd = [
-        sys.executable,
-        "-m",
-        "teamgym",
-        "train",
-        "--model",
-        str(model_dir),
-        "--out",
-        str(out),
-        "--steps",
-        "5",
-        "--teammate",
-        "robot_0=expert",
-        "--episodes-per-step",
-        "2",
-        "--group-size",
-        "2",
-        "--eval-every",
-        "0",
-        "--warmup-steps",
-        "0",
-        "--max-reply-tokens",
-        "8",
-        "--quiet",
-        *[a for k, v in SMALL.items() for a in ("--env-arg", f"{k}={v}")],
-    ]
+    cmd = _train_cmd(model_dir, out, steps=5, per_step=2, group=2, teammate="robot_0=expert")
     proc = subprocess.Popen(
         cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
@@ -153,30 +141,7 @@ def test_same_seed_same_run_across_processes(model_dir, tmp_path) -> None:
     runs = []
     for name in ("a", "b"):
         out = tmp_path / name
-        cmd = [
-            sys.executable,
-            "-m",
-            "teamgym",
-            "train",
-            "--model",
-            str(model_dir),
-            "--out",
-            str(out),
-            "--steps",
-            "1",
-            "--episodes-per-step",
-            "16",
-            "--group-size",
-            "8",
-            "--eval-every",
-            "0",
-            "--warmup-steps",
-            "0",
-            "--max-reply-tokens",
-            "8",
-            "--quiet",
-            *[a for k, v in SMALL.items() for a in ("--env-arg", f"{k}={v}")],
-        ]
+        cmd = _train_cmd(model_dir, out, steps=1, per_step=16, group=8)
         subprocess.run(cmd, check=True, timeout=600, capture_output=True)
         lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
         for line in lines:

@@ -462,7 +462,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "learn-bench", help="learning benchmark: build a local model, warm up, GRPO to a target"
     )
-    p.add_argument("stage", choices=["listener", "team"], help="which benchmark")
+    from teamgym.benchmarks.learn import STAGES  # stdlib only: cheap at parser build
+
+    p.add_argument("stage", choices=list(STAGES), help="which benchmark")
     p.add_argument("--out", default=None, help="run directory (default runs/learn-STAGE)")
     p.add_argument("--steps", type=int, default=None, help="GRPO steps (default: the stage's)")
     p.add_argument("--seed", type=int, default=0, help="seed of the model, the draws, the run")

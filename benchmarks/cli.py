@@ -157,7 +157,14 @@ def _cmd_verl_data(args: argparse.Namespace, console: Console) -> int:
         _env_kwargs(args.env_arg),
         args.seed,
         teammates,
+        tokenizer=args.tokenizer,
+        max_prompt_length=args.max_prompt_length,
     )
+    if manifest.max_prompt_tokens is not None:
+        console.print(
+            f"longest first prompt: {manifest.max_prompt_tokens} tokens of {manifest.tokenizer} "
+            f"(limit {args.max_prompt_length})"
+        )
     console.print(
         f"wrote {manifest.train_rows} train rows ({manifest.train_episodes} episodes) and "
         f"{manifest.val_rows} validation rows to {args.out} ({manifest.num_agents} agents per episode)"
@@ -382,6 +389,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_teammate_arg(p)
     p.add_argument("--out", required=True, help="output directory")
+    p.add_argument(
+        "--tokenizer",
+        default=None,
+        help="the model's tokenizer (path or name): measure every prompt and refuse the dataset "
+        "if one exceeds --max-prompt-length (VERL would drop it and split its episode)",
+    )
+    p.add_argument(
+        "--max-prompt-length", type=int, default=2048, help="data.max_prompt_length of the run"
+    )
 
     p = sub.add_parser("verl-bench", help="throughput and concurrency of the VERL adapter on CPU")
     p.add_argument("--episodes", type=int, default=16, help="episodes in the batch")

@@ -13,13 +13,19 @@ DATA=${DATA:-$HOME/data/teamgym/$ENV_ID-${NUM_AGENTS}agents}
 GPUS=${GPUS:-8}
 NODES=${NODES:-1}
 ROLLOUT=${ROLLOUT:-vllm}                      # vllm or sglang
+TQ_STORAGE_UNITS=${TQ_STORAGE_UNITS:-8}       # TransferQueue storage actors (one CPU each); fewer on a small machine
+TOKENIZER=${TOKENIZER:-}                      # measure prompts with the model's tokenizer (default: MODEL when it is a local path)
+MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-2048}
 RUN_DIR=${RUN_DIR:-runs/verl-$ENV_ID-$(date +%Y%m%d-%H%M%S)}
 TEAMGYM=${TEAMGYM:-teamgym}
 PYTHON=${PYTHON:-python}
 
-# 1. dataset: one row per (episode seed, agent); message cap 512 tokens
+if [[ -z "$TOKENIZER" && -d "$MODEL" ]]; then TOKENIZER=$MODEL; fi
+
+# 1. dataset: one row per (episode seed, agent); message cap 512 tokens; prompts measured when a tokenizer is at hand
 "$TEAMGYM" verl-data --env "$ENV_ID" --env-arg num_agents="$NUM_AGENTS" --env-arg message_max_tokens=512 \
-  --train-episodes "$TRAIN_EPISODES" --val-episodes "$VAL_EPISODES" --out "$DATA"
+  --train-episodes "$TRAIN_EPISODES" --val-episodes "$VAL_EPISODES" --out "$DATA" \
+  ${TOKENIZER:+--tokenizer "$TOKENIZER"} --max-prompt-length "$MAX_PROMPT_LENGTH"
 
 args=(
   teamgym.dataset_dir="$DATA"
@@ -28,6 +34,8 @@ args=(
   trainer.n_gpus_per_node="$GPUS"
   trainer.nnodes="$NODES"
   trainer.default_local_dir="$RUN_DIR/checkpoints"
+  data.max_prompt_length="$MAX_PROMPT_LENGTH"
+  transfer_queue.backend.SimpleStorage.num_data_storage_units="$TQ_STORAGE_UNITS"
 )
 
 if [[ "${CHECK_ONLY:-0}" == "1" ]]; then

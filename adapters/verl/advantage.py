@@ -8,42 +8,64 @@
   where one model plays every agent and the agents' returns are comparable.
 
 VERL gives an estimator only the rewards, the mask and the ``uid`` of each row, so the agent
-loops record ``uid -> episode`` as they run (in this process, and in a Ray named actor when Ray
-is up); ``team_grpo`` reads that map and then calls VERL's own
-``compute_grpo_outcome_advantage`` with episode ids in place of uids.
+loops record ``uid -> episode`` as they run, and ``team_grpo`` reads that map and then calls
+VERL's own ``compute_grpo_outcome_advantage`` with episode ids in place of uids. The loops run
+in agent-loop worker actors and the estimator in the trainer actor, so when Ray is up the map
+lives in a *detached* named actor (``teamgym/teamgym_team_registry``): a non-detached actor
+would be collected as soon as the worker that made it dropped its handle. A uid that has no
+record is an error, never a silent fallback to per-uid groups.
 """
 
 from __future__ import annotations
 
-import logging
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 import torch
 from verl.trainer.ppo import core_algos
 
-__all__ = ["TEAM_ESTIMATOR", "compute_team_grpo_advantage", "record_team", "team_keys"]
+__all__ = [
+    "TEAM_ESTIMATOR",
+    "TeamRecordMissingError",
+    "compute_team_grpo_advantage",
+    "record_team",
+    "team_keys",
+]
 
 TEAM_ESTIMATOR = "team_grpo"
-_REGISTRY_ACTOR = "teamgym_team_registry"
-_TEAM_OF_UID: dict[str, str] = {}
-log = logging.getLogger(__name__)
+REGISTRY_NAME = "teamgym_team_registry"
+REGISTRY_NAMESPACE = "teamgym"
+#: Records kept (oldest dropped first): a few thousand steps of large batches.
+REGISTRY_CAPACITY = 2_000_000
+
+
+class TeamRecordMissingError(RuntimeError):
+    """``team_grpo`` met rows whose episode no agent loop recorded."""
 
 
 class _TeamRegistry:
-    """Ray actor body: uid -> episode key, shared by the agent-loop workers and the driver."""
+    """uid -> episode key, bounded (oldest first out); the body of the Ray actor and of the
+    in-process map."""
 
-    def __init__(self) -> None:
-        self.teams: dict[str, str] = {}
+    def __init__(self, capacity: int = REGISTRY_CAPACITY) -> None:
+        self.capacity = capacity
+        self.teams: OrderedDict[str, str] = OrderedDict()
 
     def put(self, uid: str, team: str) -> None:
         self.teams[uid] = team
+        while len(self.teams) > self.capacity:
+            self.teams.popitem(last=False)
 
     def get(self, uids: list[str]) -> list[str | None]:
         return [self.teams.get(u) for u in uids]
 
 
+_LOCAL = _TeamRegistry()
+
+
 def _ray_registry(create: bool) -> Any:
+    """The cluster's registry actor (created detached on first use), or None without Ray."""
     try:
         import ray
     except ImportError:
@@ -53,27 +75,33 @@ def _ray_registry(create: bool) -> Any:
     if create:
         return (
             ray.remote(num_cpus=0)(_TeamRegistry)
-            .options(name=_REGISTRY_ACTOR, get_if_exists=True)
+            .options(
+                name=REGISTRY_NAME,
+                namespace=REGISTRY_NAMESPACE,
+                lifetime="detached",
+                get_if_exists=True,
+            )
             .remote()
         )
     try:
-        return ray.get_actor(_REGISTRY_ACTOR)
+        return ray.get_actor(REGISTRY_NAME, namespace=REGISTRY_NAMESPACE)
     except ValueError:
         return None
 
 
-def record_team(uid: str, team: str) -> None:
-    """Note that row ``uid`` belongs to episode ``team`` (called by the agent loops)."""
-    _TEAM_OF_UID[uid] = team
+async def record_team(uid: str, team: str) -> None:
+    """Note that row ``uid`` belongs to episode ``team`` (awaited by the agent loops, so the
+    record is stored before the trajectory can reach the trainer)."""
+    _LOCAL.put(uid, team)
     actor = _ray_registry(create=True)
     if actor is not None:
-        actor.put.remote(uid, team)
+        await actor.put.remote(uid, team)
 
 
 def team_keys(uids: np.ndarray) -> np.ndarray:
-    """Episode key per uid; a uid never recorded keeps its own group (with a warning)."""
+    """Episode key per uid; raises :class:`TeamRecordMissingError` for a uid never recorded."""
     uids_list = [str(u) for u in uids]
-    found: list[str | None] = [_TEAM_OF_UID.get(u) for u in uids_list]
+    found = _LOCAL.get(uids_list)
     if any(f is None for f in found):
         actor = _ray_registry(create=False)
         if actor is not None:
@@ -81,14 +109,16 @@ def team_keys(uids: np.ndarray) -> np.ndarray:
 
             remote = ray.get(actor.get.remote(uids_list))
             found = [f if f is not None else r for f, r in zip(found, remote, strict=True)]
-    missing = sum(f is None for f in found)
+    missing = [u for u, f in zip(uids_list, found, strict=True) if f is None]
     if missing:
-        log.warning(
-            "team_grpo: %d of %d rows have no recorded episode; grouped by uid", missing, len(found)
+        raise TeamRecordMissingError(
+            f"team_grpo: {len(missing)} of {len(found)} rows have no recorded episode "
+            f"(first: {missing[0]}). Their trajectories were not made by teamgym's agent loop "
+            "(check the rows' agent_name and rollout.agent.default_agent_loop), or the loop "
+            "ran in a process that cannot reach this one (no Ray, or another Ray cluster). "
+            "Use adv_estimator=grpo for per-row groups."
         )
-    return np.array(
-        [f if f is not None else u for f, u in zip(found, uids_list, strict=True)], dtype=object
-    )
+    return np.array(found, dtype=object)
 
 
 @core_algos.register_adv_est(TEAM_ESTIMATOR)

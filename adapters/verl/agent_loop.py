@@ -9,9 +9,17 @@ return under reward sharing; episode metrics go to ``extra_fields["reward_extra_
 they reach VERL's logs.
 
 Forced moves: with ``forced_moves: auto`` a turn whose only valid action is one command (a
-listener's ``wait``) is played by the loop without calling the model; its tokens enter the
-trajectory with ``response_mask`` 0, so they cost no generation and carry no gradient. The
-default, ``model``, asks the model on every turn.
+listener's ``wait``) is played by the loop without calling the model; its tokens (ending with
+the chat template's end-of-turn token, as a model's reply would) enter the trajectory with
+``response_mask`` 0, so they cost no generation and carry no gradient. The default, ``model``,
+asks the model on every turn.
+
+Episodes that do not finish normally: when a teammate's loop crashed, a turn timed out
+(``aborted``) or some agents never joined (``missing_agents``, after ``join_timeout``), every
+loop of that episode raises :class:`EpisodeIncomplete` with the reason instead of returning a
+trajectory of truncated returns. VERL's v1 worker then writes no trajectory for those sessions
+and marks their groups ``failure``: they are left out of the update, and the GRPO statistics of
+each group are taken over its complete sessions. The legacy worker fails the step.
 
 Response budget: VERL caps each trajectory at ``rollout.response_length`` tokens. When an
 agent's budget runs out mid-episode its trajectory stops growing, and the agent keeps playing
@@ -34,7 +42,7 @@ from verl.experimental.agent_loop.agent_loop import (
 from teamgym.adapters.verl.advantage import record_team
 from teamgym.adapters.verl.hub import get_ray_hub, local_hub
 
-__all__ = ["AGENT_LOOP_NAME", "TeamAgentLoop"]
+__all__ = ["AGENT_LOOP_NAME", "EpisodeIncomplete", "TeamAgentLoop", "end_of_turn_ids"]
 
 AGENT_LOOP_NAME = "teamgym_agent"
 
@@ -56,6 +64,28 @@ LOGGED_METRICS = (
     "invalid_action_rate",
     "contribution_gini",
 )
+
+
+class EpisodeIncomplete(RuntimeError):
+    """The episode ended abnormally (a teammate crashed, a turn timed out, agents missing):
+    its trajectories must not be trained on."""
+
+
+def end_of_turn_ids(tokenizer: Any) -> list[int]:
+    """The tokens the chat template writes right after an assistant reply, up to the first
+    whitespace (Qwen's ``<|im_end|>``, Llama 3's ``<|eot_id|>``): what a model emits to end its
+    turn, which is not always ``eos_token``. Falls back to ``eos_token_id`` when there is none."""
+    marker = "\u2063teamgym-reply\u2063"
+    try:
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": "hi"}, {"role": "assistant", "content": marker}],
+            tokenize=False,
+        )
+    except Exception:  # no chat template: the tokenizer's own end of sequence
+        text = ""
+    tail = text.split(marker, 1)[1].split() if marker in text else []
+    ids = tokenizer.encode(tail[0], add_special_tokens=False) if tail else []
+    return list(ids) or [tokenizer.eos_token_id]
 
 
 class TeamAgentLoop(AgentLoopBase):
@@ -93,6 +123,8 @@ class TeamAgentLoop(AgentLoopBase):
         self.sharing = dict(sharing or {"weight": 0.7})
         self.max_reply_tokens = int(max_reply_tokens)
         self.response_length = int(self.rollout_config.response_length)
+        self.prompt_length = int(self.rollout_config.prompt_length)
+        self.end_of_turn = end_of_turn_ids(self.tokenizer)
         if hub == "local":
             self.hub, self._remote = local_hub(join_timeout, turn_timeout), False
         elif hub == "ray":
@@ -146,11 +178,22 @@ class TeamAgentLoop(AgentLoopBase):
             else dict(info["env_kwargs"])
         )
         if "uid" in kwargs:
-            record_team(str(kwargs["uid"]), str(info["episode"]))
+            await record_team(str(kwargs["uid"]), str(info["episode"]))
         messages = [dict(m) for m in kwargs["raw_prompt"]]
 
         # 2. the prompt, as VERL's continuous-token builder renders it
         prompt_ids = await self.ct_build_initial_tokens(messages)
+        if len(prompt_ids) >= self.prompt_length:  # VERL left-truncates longer ones, and warns
+            full = await self.loop.run_in_executor(
+                None, lambda: self.continuous_token_builder.build_initial_tokens(messages)
+            )
+            prompt_ids = full if len(full) > self.prompt_length else prompt_ids
+        if len(prompt_ids) > self.prompt_length:
+            raise ValueError(
+                f"the first prompt of {info['episode']} / {agent} is {len(prompt_ids)} tokens, over "
+                f"rollout.prompt_length={self.prompt_length}: raise data.max_prompt_length, or "
+                "rebuild the dataset with `teamgym verl-data --tokenizer MODEL --max-prompt-length N`"
+            )
         token_ids, mask, logprobs = list(prompt_ids), [], []
         want_logprobs = bool(sampling_params.get("logprobs"))
         stops = {"stop": self.stop, "include_stop_str_in_output": True} if self.stop else {}
@@ -183,7 +226,7 @@ class TeamAgentLoop(AgentLoopBase):
                     reply = f"<action>{valid[0]}</action>"  # played even once the budget is spent
                     ids = [
                         *self.tokenizer.encode(reply, add_special_tokens=False),
-                        self.tokenizer.eos_token_id,
+                        *self.end_of_turn,
                     ]
                     if len(mask) + len(ids) > self.response_length:
                         budget_left = False
@@ -244,13 +287,20 @@ class TeamAgentLoop(AgentLoopBase):
             await self._call("leave", joined.instance, agent, f"{type(exc).__name__}: {exc}")
             raise
 
-        # 5. the trajectory, as VERL expects it
+        # 5. an episode that did not finish normally is never trained on
+        incomplete = (result.aborted if result is not None else None) or (
+            f"agents {', '.join(joined.missing_agents)} never joined (join_timeout)"
+            if joined.missing_agents
+            else None
+        )
+        if incomplete:
+            raise EpisodeIncomplete(f"{joined.instance}: {incomplete}")
+
+        # 6. the trajectory, as VERL expects it
         metrics = (result.metrics if result is not None else None) or {}
         response_ids = token_ids[len(prompt_ids) :]
         extra = {name: _number(metrics.get(name)) for name in LOGGED_METRICS}
         extra.update(
-            aborted=float(result.aborted is not None),
-            missing_agents=float(len(joined.missing_agents)),
             budget_exhausted=float(not budget_left),
             prompt_mismatch=float(not first_obs_matches),
         )
@@ -270,7 +320,6 @@ class TeamAgentLoop(AgentLoopBase):
                 "teamgym_agent": agent,
                 "teamgym_instance": joined.instance,
                 "teamgym_replies": replies,
-                "teamgym_aborted": result.aborted if result is not None else None,
             },
         )
 

@@ -7,6 +7,12 @@ policies (JSON; their agents get no row, the episode hub plays them). Rows of on
 and episodes are shuffled as units, so run VERL with ``data.shuffle=False`` (checked by
 :func:`teamgym.adapters.verl.config.validate_config`). Train and validation seeds come from
 disjoint ranges: train below ``EVAL_SEED_BASE``, validation from it upwards.
+
+With ``tokenizer`` (the model's, a path or a Hub name), every prompt is measured as VERL's agent
+loop renders it (chat template with the generation prompt) and a dataset with a prompt over
+``max_prompt_length`` tokens is refused whole: VERL would drop such a row alone
+(``filter_overlong_prompts``) and break the adjacency of its episode's rows. The longest prompt
+is recorded in ``manifest.json`` so the train entry can check it against ``data.max_prompt_length``.
 """
 
 from __future__ import annotations
@@ -23,7 +29,15 @@ import numpy as np
 from teamgym.benchmarks.baselines import EVAL_SEED_BASE
 from teamgym.envs.registration import make
 
-__all__ = ["DatasetManifest", "build_dataset", "episode_rows"]
+__all__ = [
+    "DatasetManifest",
+    "DatasetMismatchError",
+    "PromptTooLongError",
+    "build_dataset",
+    "check_dataset",
+    "episode_rows",
+    "prompt_token_lengths",
+]
 
 AGENT_LOOP_NAME = (
     "teamgym_agent"  # == teamgym.adapters.verl.agent_loop.AGENT_LOOP_NAME (no torch import here)
@@ -47,6 +61,25 @@ class DatasetManifest:
     max_prompt_chars: int
     train_seeds_sha256: str
     val_seeds_sha256: str
+    tokenizer: str | None = None
+    """The tokenizer the prompt lengths were measured with (None: not measured)."""
+    max_prompt_tokens: int | None = None
+    """The longest first prompt in tokens of ``tokenizer`` (chat template, generation prompt)."""
+
+
+class PromptTooLongError(ValueError):
+    """Some rows' first prompt exceeds the token budget; nothing was written."""
+
+
+def prompt_token_lengths(rows: Sequence[dict[str, Any]], tokenizer: Any) -> list[int]:
+    """Each row's first prompt in tokens, rendered as VERL's agent loop renders it."""
+    rendered = (
+        tokenizer.apply_chat_template(
+            list(r["prompt"]), add_generation_prompt=True, tokenize=True, return_dict=True
+        )
+        for r in rows
+    )
+    return [len(r["input_ids"]) for r in rendered]
 
 
 def _kwargs_key(env_kwargs: dict[str, Any]) -> str:
@@ -115,8 +148,11 @@ def build_dataset(
     env_kwargs: dict[str, Any] | None = None,
     seed: int = 0,
     teammates: dict[str, str] | None = None,
+    tokenizer: str | None = None,
+    max_prompt_length: int = 2048,
 ) -> DatasetManifest:
-    """Write ``train.parquet``, ``val.parquet`` and ``manifest.json`` into ``out_dir``."""
+    """Write ``train.parquet``, ``val.parquet`` and ``manifest.json`` into ``out_dir``; with
+    ``tokenizer``, refuse (:class:`PromptTooLongError`) prompts over ``max_prompt_length``."""
     import pandas as pd
 
     if train_episodes < 1 or val_episodes < 0:
@@ -134,6 +170,20 @@ def build_dataset(
     val = episode_rows(
         env_id, env_kwargs, val_seeds, "val", start_index=len(train), teammates=teammates
     )
+    max_tokens = None
+    if tokenizer is not None:
+        from transformers import AutoTokenizer
+
+        lengths = prompt_token_lengths(train + val, AutoTokenizer.from_pretrained(tokenizer))
+        max_tokens = max(lengths)
+        over = [i for i, n in enumerate(lengths) if n > max_prompt_length]
+        if over:
+            raise PromptTooLongError(
+                f"{len(over)} of {len(lengths)} rows have a first prompt over {max_prompt_length} "
+                f"tokens of {tokenizer} (longest: {max_tokens}); VERL would drop them one by one "
+                "and split their episodes. Raise --max-prompt-length (and data.max_prompt_length), "
+                "or shorten the observation (e.g. --env-arg message_max_tokens=...). Nothing written."
+            )
     for name, rows in (("train", train), ("val", val)):
         tmp = out / f".{name}.parquet.tmp"
         pd.DataFrame(rows).to_parquet(tmp, index=False)
@@ -152,8 +202,48 @@ def build_dataset(
         max_prompt_chars=max(sum(len(m["content"]) for m in r["prompt"]) for r in train + val),
         train_seeds_sha256=hashlib.sha256(json.dumps(sorted(train_seeds)).encode()).hexdigest(),
         val_seeds_sha256=hashlib.sha256(json.dumps(sorted(val_seeds)).encode()).hexdigest(),
+        tokenizer=tokenizer,
+        max_prompt_tokens=max_tokens,
     )
     (out / "manifest.json").write_text(
         json.dumps(asdict(manifest), indent=2, sort_keys=True) + "\n"
     )
+    return manifest
+
+
+class DatasetMismatchError(ValueError):
+    """The parquet files do not match ``manifest.json`` (rows lost, reordered or split)."""
+
+
+def check_dataset(dataset_dir: str | Path) -> DatasetManifest:
+    """Compare ``train.parquet`` and ``val.parquet`` with ``manifest.json``: row counts, and
+    every episode's rows adjacent and complete (what the episode hub relies on). Returns the
+    manifest; raises :class:`DatasetMismatchError` saying what differs."""
+    import itertools
+
+    import pyarrow.parquet as pq
+
+    root = Path(dataset_dir)
+    manifest = DatasetManifest(**json.loads((root / "manifest.json").read_text()))
+    unit = manifest.rows_per_episode
+    for split, expected in (("train", manifest.train_rows), ("val", manifest.val_rows)):
+        infos = pq.read_table(root / f"{split}.parquet", columns=["extra_info"]).column(
+            "extra_info"
+        )
+        episodes = [info["episode"] for info in infos.to_pylist()]
+        if len(episodes) != expected:
+            raise DatasetMismatchError(
+                f"{root / split}.parquet has {len(episodes)} rows, manifest.json says {expected}: "
+                "rebuild the dataset with `teamgym verl-data` instead of editing it"
+            )
+        seen: set[str] = set()
+        for key, group in itertools.groupby(episodes):
+            size = len(list(group))
+            if key in seen or size != unit:
+                raise DatasetMismatchError(
+                    f"{root / split}.parquet: episode {key} has {size} adjacent rows "
+                    f"{'again ' if key in seen else ''}where manifest.json says {unit} per "
+                    "episode, together: rebuild the dataset with `teamgym verl-data`"
+                )
+            seen.add(key)
     return manifest

@@ -1,14 +1,20 @@
 """``python -m teamgym.adapters.verl.train [hydra overrides]``: validate, register, run VERL.
 
 Composes our overlay (``config/teamgym_grpo.yaml``) on VERL's own ``ppo_trainer`` config,
-checks it with :func:`teamgym.adapters.verl.config.validate_config` (clear errors before any
-GPU is touched), registers the ``team_grpo`` estimator and the agent loop in this process and,
-through Ray's ``worker_process_setup_hook``, in every worker, then calls VERL's ``main_ppo``.
-Stock ``verl==0.9.1``: nothing is patched. ``--check-only`` stops after validation.
+checks it with :func:`teamgym.adapters.verl.config.validate_config` (dataset against its
+manifest, episode-preserving batches) and then with VERL's own validator (what ``main_ppo``
+runs), so a configuration either would refuse is refused before any GPU is touched.
+``--check-only`` stops there. Otherwise it ships what every Ray worker on every node needs in
+the job's ``runtime_env`` (the agent-loop settings as JSON, so no node has to read the
+driver's install path; ``VERL_FILE_LOGGER_PATH`` for the KL monitor, also on a cluster
+started with ``ray start``), registers the ``team_grpo`` estimator and the agent loop through
+Ray's ``worker_process_setup_hook``, and calls VERL's ``main_ppo``. Stock ``verl==0.9.1``.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -18,16 +24,29 @@ from teamgym.adapters.verl.config import (
     AGENT_LOOP_CONFIG,
     CONFIG_DIR,
     TeamConfigError,
+    agent_loop_settings,
     validate_config,
+    verl_validate,
 )
 
-__all__ = ["compose_config", "main", "setup_worker"]
+__all__ = ["AGENT_LOOP_ENV", "compose_config", "main", "setup_worker"]
+
+#: Environment variable carrying the ``teamgym_agent`` registry entry (JSON) to Ray workers.
+AGENT_LOOP_ENV = "TEAMGYM_AGENT_LOOP"
 
 
 def setup_worker() -> None:
-    """Import what registers our VERL extensions (run in every Ray worker process)."""
+    """Register our VERL extensions in this process (Ray runs it in every worker): the
+    ``team_grpo`` estimator and the agent loop, with the settings the driver shipped."""
     import teamgym.adapters.verl.advantage
     import teamgym.adapters.verl.agent_loop  # noqa: F401  (registers teamgym_agent)
+
+    entry = os.environ.get(AGENT_LOOP_ENV)
+    if entry:
+        from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+
+        settings = json.loads(entry)
+        _agent_loop_registry[settings["name"]] = OmegaConf.create(settings)
 
 
 def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
@@ -39,6 +58,24 @@ def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
         return compose(config_name="teamgym_grpo", overrides=ours + list(overrides))
 
 
+def runtime_config(cfg: DictConfig) -> DictConfig:
+    """The config ``main_ppo`` gets: resolved, without our section, the agent-loop entry and the
+    file-logger path in the job's ``runtime_env`` (they reach every worker on every node)."""
+    loop = agent_loop_settings(cfg)
+    cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    OmegaConf.set_struct(cfg, False)
+    cfg.pop("teamgym")
+    runtime_env = cfg.ray_kwargs.ray_init.runtime_env
+    if runtime_env.get("env_vars") is None:
+        runtime_env.env_vars = {}
+    runtime_env.env_vars[AGENT_LOOP_ENV] = json.dumps(loop)
+    if os.environ.get("VERL_FILE_LOGGER_PATH"):
+        path = os.path.abspath(os.environ["VERL_FILE_LOGGER_PATH"])
+        runtime_env.env_vars["VERL_FILE_LOGGER_PATH"] = path
+    cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path = None
+    return cfg
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns a process exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -47,10 +84,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    from teamgym.adapters.verl.dataset import DatasetMismatchError
+
     try:
         cfg = compose_config(args)
         validate_config(cfg, dataset_dir=cfg.teamgym.dataset_dir)
-    except (TeamConfigError, HydraException, OmegaConfBaseException, FileNotFoundError) as exc:
+        verl_validate(cfg)
+    except (
+        TeamConfigError,
+        DatasetMismatchError,
+        HydraException,
+        OmegaConfBaseException,
+        FileNotFoundError,
+    ) as exc:
         print(f"teamgym: invalid configuration: {exc}", file=sys.stderr)
         return 2
     print(
@@ -61,10 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_worker()
     from verl.trainer import main_ppo
 
-    OmegaConf.resolve(cfg)
-    OmegaConf.set_struct(cfg, False)
-    cfg.pop("teamgym")
-    main_ppo.main(cfg)
+    main_ppo.main(runtime_config(cfg))
     return 0
 
 

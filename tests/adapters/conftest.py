@@ -91,7 +91,7 @@ def make_batch(dataset_dir, tokenizer):
     return make
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def loop_yaml_writer():
     """``write(path, **settings)``: an agent-loop registry file with some settings changed."""
     return write_agent_loop_yaml

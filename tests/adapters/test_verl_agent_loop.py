@@ -17,6 +17,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 from verl.trainer.ppo import core_algos
 
 from teamgym.adapters.verl import advantage
+from teamgym.adapters.verl.agent_loop import EpisodeIncomplete
 from teamgym.adapters.verl.hub import local_hub
 from teamgym.adapters.verl.server import LocalModelServer, ScriptedServer, policy_reply
 from teamgym.envs import RewardSharing, SharedReward, make
@@ -102,7 +103,7 @@ def test_worker_with_local_model_masks_scores_and_shared_states(
     rows = _rows(out)
     for i, row in enumerate(rows):  # row order is kept, so VERL's union pairs rows correctly
         assert row["agent"] == batch.non_tensor_batch["extra_info"][i]["agent"]
-        assert row["extra"]["prompt_mismatch"] == 0.0 and row["extra"]["missing_agents"] == 0.0
+        assert row["extra"]["prompt_mismatch"] == 0.0
 
     by_instance: dict[str, list[dict]] = {}
     for row in rows:
@@ -211,20 +212,20 @@ def test_response_budget_running_out_mid_episode(
     assert rows[0]["score"] == pytest.approx(returns[rows[0]["agent"]], abs=1e-5)
 
 
-def test_rows_of_a_missing_teammate_do_not_hang(make_cfg, make_batch, tokenizer) -> None:
+def test_rows_of_a_missing_teammate_fail_the_batch_without_hanging(
+    make_cfg, make_batch, tokenizer
+) -> None:
     cfg = make_cfg(join_timeout=0.5)
     batch = make_batch(cfg, rows=[0, 2])  # robot_0 of two episodes, their robot_1 rows absent
-    out = _run(
-        cfg, ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=2))), batch, timeout=60
-    )
-    rows = _rows(out)
-    assert len(rows) == 4
-    assert all(r["extra"]["missing_agents"] == 1.0 and r["agent"] == "robot_0" for r in rows)
+    server = ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=2)))
+    with pytest.raises(EpisodeIncomplete, match=r"robot_1 never joined"):
+        _run(cfg, server, batch, timeout=60)
+    assert local_hub().live_instances() == 0
     # the same episodes again, complete: the copies pair up (the short batch shifted nothing)
     full = _rows(
         _run(cfg, ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=2))), make_batch(cfg))
     )
-    assert full and all(r["extra"]["missing_agents"] == 0.0 for r in full)
+    assert len(full) == 2 * len(make_batch(cfg, n=1))
     assert all(r["instance"].split("#s")[1].isdigit() for r in full)  # paired by copy number
 
 
@@ -294,7 +295,6 @@ def test_ray_hub_joins_episodes_split_across_workers(make_cfg, make_batch, token
         outs = asyncio.run(asyncio.wait_for(both(), timeout=120))
         rows = _rows(outs[0]) + _rows(outs[1])
         assert [r["agent"] for r in rows] == ["robot_0"] * 3 + ["robot_1"] * 3
-        assert all(r["extra"]["missing_agents"] == 0.0 for r in rows)
         by_instance: dict[str, list[dict]] = {}
         for row in rows:
             by_instance.setdefault(row["instance"], []).append(row)
@@ -410,7 +410,7 @@ def test_teammates_played_by_a_baseline(model_dir, tokenizer, tmp_path, loop_yam
     out = _run(cfg, ScriptedServer(tokenizer, listener), batch)
     rows = _rows(out)
     assert [r["agent"] for r in rows] == ["robot_1"] * 12
-    assert all(r["extra"]["success"] == 1.0 and r["extra"]["missing_agents"] == 0.0 for r in rows)
+    assert all(r["extra"]["success"] == 1.0 for r in rows)
 
 
 def test_forced_moves_are_played_by_the_loop_without_the_model(
@@ -519,7 +519,7 @@ def test_stop_strings_end_a_reply_and_reach_the_server(
     _assert_scores_match_replay(rows)
     plain = Recording(tokenizer, policy_reply(RandomPolicy(seed=4)))
     cfg = make_cfg()
-    _run(cfg, plain, make_batch(cfg, rows=[0]))
+    _run(cfg, plain, make_batch(cfg, rows=[0, 1]))
     assert plain.seen and not any("stop" in p for p in plain.seen)
 
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()

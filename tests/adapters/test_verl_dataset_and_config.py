@@ -71,7 +71,8 @@ def test_verl_rlhf_dataset_reads_our_parquet(tmp_path: Path, tokenizer) -> None:
 
 
 def _cfg(dataset_dir, *overrides):
-    return compose_config([f"teamgym.dataset_dir={dataset_dir}", *overrides])
+    small = "transfer_queue.backend.SimpleStorage.num_data_storage_units=1"  # 2-core machine
+    return compose_config([f"teamgym.dataset_dir={dataset_dir}", small, *overrides])
 
 
 def test_validation_refuses_what_would_split_episodes(dataset_dir) -> None:
@@ -103,8 +104,28 @@ def test_validation_refuses_what_would_split_episodes(dataset_dir) -> None:
             _cfg(dataset_dir, "actor_rollout_ref.rollout.agent.agent_loop_config_path=null"),
             dataset_dir,
         )
+    one_worker = "actor_rollout_ref.rollout.agent.num_workers=1"
     with pytest.warns(UserWarning, match="n >= 2"):
-        validate_config(_cfg(dataset_dir, "actor_rollout_ref.rollout.n=1"), dataset_dir)
+        validate_config(_cfg(dataset_dir, "actor_rollout_ref.rollout.n=1", one_worker), dataset_dir)
+    # v1 sends the 4 validation rows as one batch: 8 workers would get one row each
+    with pytest.raises(TeamConfigError, match="validation batch of 4 rows cut across 8"):
+        validate_config(_cfg(dataset_dir), dataset_dir)
+    with pytest.raises(TeamConfigError, match="filter_overlong_prompts"):
+        validate_config(_cfg(dataset_dir, one_worker, "data.filter_overlong_prompts=true"))
+    budget = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=1000"
+    with pytest.raises(TeamConfigError, match="below one full sequence"):
+        validate_config(_cfg(dataset_dir, one_worker, budget))
+    storage = "transfer_queue.backend.SimpleStorage.num_data_storage_units=4"
+    with pytest.raises(TeamConfigError, match="placement group would wait forever"):
+        validate_config(_cfg(dataset_dir, storage, "ray_kwargs.ray_init.num_cpus=4"))
+
+
+def test_stop_strings_are_refused_with_sglang(dataset_dir, tmp_path, loop_yaml_writer) -> None:
+    loop = loop_yaml_writer(tmp_path / "loop.yaml", stop=["</action>"])
+    path = f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loop}"
+    assert validate_config(_cfg(dataset_dir, path)) == []  # vLLM: VERL's server detokenizes
+    with pytest.raises(TeamConfigError, match=r"stop: \[\].*rollout.name=vllm"):
+        validate_config(_cfg(dataset_dir, path, "actor_rollout_ref.rollout.name=sglang"))
 
 
 def test_overlay_defaults_are_the_documented_recipe(dataset_dir) -> None:
@@ -138,6 +159,7 @@ def test_gpu_recipe_builds_its_dataset_and_validates_in_ci(tmp_path: Path) -> No
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "configuration valid" in proc.stdout
+    assert "All configuration checks passed" in proc.stdout  # VERL's validate_config ran
     assert json.loads((tmp_path / "data" / "manifest.json").read_text())["num_agents"] == 4
     bad = subprocess.run(
         ["bash", str(REPO / "scripts" / "train_verl_grpo.sh"), "data.train_batch_size=63"],
@@ -147,6 +169,19 @@ def test_gpu_recipe_builds_its_dataset_and_validates_in_ci(tmp_path: Path) -> No
         timeout=600,
     )
     assert bad.returncode == 2 and "not a multiple of the 4 agents" in bad.stderr
+    verl_says_no = subprocess.run(
+        [
+            "bash",
+            str(REPO / "scripts" / "train_verl_grpo.sh"),
+            "actor_rollout_ref.actor.use_dynamic_bsz=false",  # and no micro-batch size
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert verl_says_no.returncode == 2
+    assert "VERL rejects the configuration" in verl_says_no.stderr
 
 
 def test_kl_watch_flags_steps_above_target(tmp_path: Path) -> None:
@@ -160,3 +195,59 @@ def test_kl_watch_flags_steps_above_target(tmp_path: Path) -> None:
     )
     alerts = list(kl_alerts(log, target=0.02))
     assert [a.split(":")[0] for a in alerts] == ["step 2", "step 4"]
+
+
+def test_check_only_runs_verls_own_validator(dataset_dir, capsys) -> None:
+    from teamgym.adapters.verl.train import main
+
+    base = [
+        f"teamgym.dataset_dir={dataset_dir}",
+        "actor_rollout_ref.rollout.agent.num_workers=1",
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+    ]
+    assert main(["--check-only", *base]) == 0
+    assert "All configuration checks passed" in capsys.readouterr().out  # VERL's own words
+    # micro-batches by neither size nor token budget: VERL's validate_config refuses it
+    assert main(["--check-only", *base, "actor_rollout_ref.actor.use_dynamic_bsz=false"]) == 2
+    err = capsys.readouterr().err
+    assert "VERL rejects the configuration" in err and "ppo_micro_batch_size" in err
+
+
+def test_dataset_must_match_its_manifest(tmp_path: Path) -> None:
+    from teamgym.adapters.verl.dataset import DatasetMismatchError, check_dataset
+
+    build_dataset("signal-v0", tmp_path, train_episodes=4, val_episodes=2)
+    assert check_dataset(tmp_path).train_rows == 8
+    train = pd.read_parquet(tmp_path / "train.parquet")
+    train.drop(index=3).to_parquet(tmp_path / "train.parquet", index=False)  # a dropped row
+    with pytest.raises(DatasetMismatchError, match="7 rows, manifest.json says 8"):
+        check_dataset(tmp_path)
+    swapped = train.iloc[[0, 2, 1, 3, 4, 5, 6, 7]]  # two episodes interleaved
+    swapped.to_parquet(tmp_path / "train.parquet", index=False)
+    with pytest.raises(DatasetMismatchError, match="has 1 adjacent rows"):
+        check_dataset(tmp_path)
+
+
+def test_verl_data_measures_prompts_with_the_models_tokenizer(tmp_path: Path, model_dir) -> None:
+    from teamgym.adapters.verl.dataset import PromptTooLongError, prompt_token_lengths
+
+    m = build_dataset(
+        "signal-v0", tmp_path / "ok", 3, 1, tokenizer=str(model_dir), max_prompt_length=4096
+    )
+    rows = pd.read_parquet(tmp_path / "ok" / "train.parquet").to_dict("records")
+    from transformers import AutoTokenizer
+
+    lengths = prompt_token_lengths(rows, AutoTokenizer.from_pretrained(model_dir))
+    assert m.tokenizer == str(model_dir) and m.max_prompt_tokens >= max(lengths) > 50
+    with pytest.raises(PromptTooLongError, match=r"over 50 tokens.*Nothing written"):
+        build_dataset(
+            "signal-v0", tmp_path / "no", 3, 1, tokenizer=str(model_dir), max_prompt_length=50
+        )
+    assert not (tmp_path / "no" / "train.parquet").exists()
+    # the train entry compares the measured prompts with data.max_prompt_length
+    limit = f"data.max_prompt_length={m.max_prompt_tokens - 1}"
+    with pytest.raises(TeamConfigError, match=f"longest prompt is {m.max_prompt_tokens} tokens"):
+        validate_config(
+            _cfg(tmp_path / "ok", limit, "actor_rollout_ref.rollout.agent.num_workers=1"),
+            tmp_path / "ok",
+        )

@@ -1,0 +1,194 @@
+"""VERL's v1 trainer path (what ``main_ppo`` runs by default) on CPU: the real
+``AgentLoopWorkerTQ`` Ray actor runs our loop and writes into a real TransferQueue; the
+trainer's ``ReplayBuffer`` samples the batch and ``compute_advantage_for_multi_trajectories``
+computes advantages in this (the trainer's) process, for ``grpo`` and ``team_grpo``."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("verl")
+pytest.importorskip("transfer_queue")
+
+import ray
+import transfer_queue as tq
+from omegaconf import OmegaConf
+from verl.protocol import DataProto
+from verl.trainer.ppo.v1 import AgentLoopWorkerTQ
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
+from verl.utils import tensordict_utils as tu
+from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+
+from teamgym.adapters.verl import advantage
+from teamgym.adapters.verl.server import ScriptedServer, policy_reply
+from teamgym.adapters.verl.train import setup_worker
+from teamgym.envs.baselines import RandomPolicy
+
+setup_worker()
+N = 2  # rollout.n
+
+
+@pytest.fixture(scope="module")
+def v1(make_cfg_module, dataset_dir):
+    """A local Ray instance with our setup hook, TransferQueue on one storage unit, and VERL's
+    config for the v1 path (``transfer_queue.enable``)."""
+    cfg = make_cfg_module()
+    ray.init(
+        num_cpus=8,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"worker_process_setup_hook": "teamgym.adapters.verl.train.setup_worker"},
+    )
+    tq.init(cfg.transfer_queue)
+    try:
+        yield cfg
+    finally:
+        tq.close()
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def make_cfg_module(model_dir, dataset_dir, tmp_path_factory, loop_yaml_writer):
+    from teamgym.adapters.verl.train import compose_config
+
+    def make():
+        loop = loop_yaml_writer(tmp_path_factory.mktemp("loop") / "loop.yaml", max_reply_tokens=64)
+        cfg = compose_config(
+            [
+                f"teamgym.dataset_dir={dataset_dir}",
+                f"actor_rollout_ref.model.path={model_dir}",
+                f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loop}",
+                "data.train_batch_size=4",
+                f"actor_rollout_ref.rollout.n={N}",
+                "actor_rollout_ref.rollout.agent.num_workers=1",
+                "actor_rollout_ref.rollout.prompt_length=1024",
+                "data.max_prompt_length=1024",
+                "actor_rollout_ref.rollout.response_length=1024",
+                "data.max_response_length=1024",
+                "transfer_queue.enable=true",
+                "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+            ]
+        )
+        cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+        OmegaConf.set_struct(cfg, False)
+        cfg.pop("teamgym")
+        return cfg
+
+    return make
+
+
+ROWS = tuple(range(12))  # 6 episodes x 2 agents
+
+
+def _rollout(cfg, tokenizer, dataset_dir, reply, rows=ROWS, step=1):
+    """What the v1 trainer does for one step: uid the rows, register them as pending prompts,
+    run the worker, then sample the finished (or failed) groups from the replay buffer."""
+    ds = RLHFDataset(
+        data_files=[str(dataset_dir / "train.parquet")], tokenizer=tokenizer, config=cfg.data
+    )
+    batch_dict = collate_fn([ds[i] for i in rows])
+    uids = [str(uuid.uuid4()) for _ in rows]
+    batch_dict["uid"] = np.array(uids, dtype=object)
+    batch = tu.get_tensordict(batch_dict)
+    tu.assign_non_tensor_data(batch, "global_steps", step)
+    tags = [{"is_prompt": True, "status": "pending", "global_steps": step} for _ in rows]
+    tq.kv_batch_put(keys=uids, partition_id="train", tags=tags)
+    worker = AgentLoopWorkerTQ.remote(cfg, ScriptedServer(tokenizer, reply), None, None)
+    ray.get(worker.generate_sequences.remote(batch), timeout=120)
+    buffer = ReplayBuffer(
+        trainer_mode="sync",
+        trainer_config=cfg.trainer,
+        max_off_policy_threshold=None,
+        max_off_policy_strategy="drop",
+        sampler_kwargs={},
+        poll_interval=0.2,
+    )
+    meta, _ = buffer.sample(global_steps=step, partition_id="train", batch_size=len(rows))
+    ray.kill(worker)  # the process that recorded uid -> episode is gone before the trainer reads
+    fields = ["uid", "response_mask", "rm_scores", "extra_info"]
+    data = tq.kv_batch_get(keys=meta.keys, partition_id="train", select_fields=fields)
+    infos = list(data["extra_info"])
+    proto = DataProto(batch=data.select("response_mask", "rm_scores").to_padded_tensor())
+    proto.batch["token_level_scores"] = proto.batch["rm_scores"]
+    proto.batch["token_level_rewards"] = proto.batch["rm_scores"]
+    proto.non_tensor_batch["uid"] = np.array([str(u) for u in list(data["uid"])], dtype=object)
+    return meta.keys, proto, infos, uids
+
+
+def _expected(scores: torch.Tensor, groups: list[str]) -> torch.Tensor:
+    """VERL's GRPO by hand: (s - mean) / (std + eps) per group; a lone member keeps its score."""
+    out = torch.empty_like(scores)
+    for i, g in enumerate(groups):
+        members = scores[[j for j, h in enumerate(groups) if h == g]]
+        out[i] = (
+            scores[i]
+            if len(members) == 1
+            else (scores[i] - members.mean()) / (members.std() + 1e-6)
+        )
+    return out
+
+
+def _advantages(proto, keys, estimator, cfg):
+    out = compute_advantage_for_multi_trajectories(
+        proto, batch_keys=keys, adv_estimator=estimator, num_repeat=N, config=cfg.algorithm
+    )
+    mask = out.batch["response_mask"].bool()
+    return torch.stack([out.batch["advantages"][i][mask[i]][0] for i in range(len(out))])
+
+
+@pytest.fixture(scope="module")
+def complete_rollout(v1, tokenizer, dataset_dir):
+    return _rollout(v1, tokenizer, dataset_dir, policy_reply(RandomPolicy(seed=3)))
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "team_grpo"])
+def test_v1_worker_replay_buffer_and_advantages(v1, complete_rollout, estimator) -> None:
+    keys, proto, infos, uids = complete_rollout
+    assert len(keys) == len(ROWS) * N and {k.split("_")[0] for k in keys} == set(uids)
+    scores = proto.batch["rm_scores"].sum(-1)
+    assert scores.std() > 0, "random play should give varied shared returns"
+    # uid -> episode was recorded in the (now killed) worker actor; this process never saw it
+    assert all(u not in advantage._LOCAL.teams for u in uids)
+    episodes = [str(i["episode"]) for i in infos]
+    assert list(advantage.team_keys(proto.non_tensor_batch["uid"])) == episodes
+    groups = list(proto.non_tensor_batch["uid"]) if estimator == "grpo" else episodes
+    assert len(set(groups)) == (len(ROWS) if estimator == "grpo" else len(ROWS) // 2)
+    got = _advantages(proto, keys, estimator, v1)
+    torch.testing.assert_close(got, _expected(scores, groups), atol=1e-4, rtol=0)
+
+
+def test_v1_excludes_every_trajectory_of_an_aborted_episode(v1, tokenizer, dataset_dir) -> None:
+    crashed = {"done": False}
+
+    def reply(prompt_text: str) -> str:
+        if not crashed["done"] and "You are robot_1" in prompt_text and "Step 1/" in prompt_text:
+            crashed["done"] = True  # one session of one agent: its rollout server call dies
+            raise RuntimeError("rollout server died")
+        return policy_reply(RandomPolicy(seed=5))(prompt_text)
+
+    keys, proto, infos, uids = _rollout(v1, tokenizer, dataset_dir, reply)
+    # one instance aborted: the crashed session and its teammate's session are both missing
+    assert len(keys) == len(ROWS) * N - 2
+    per_uid = {u: sum(k.startswith(u) for k in keys) for u in uids}
+    assert sorted(per_uid.values()) == [1, 1] + [N] * (len(ROWS) - 2)
+    short = [u for u, c in per_uid.items() if c == 1]
+    short_episodes = {
+        str(i["episode"]) for i, k in zip(infos, keys, strict=True) if k.split("_")[0] in short
+    }
+    assert len(short_episodes) == 1, "the two missing sessions are the two agents of one episode"
+    # what is left are complete episodes: each instance's rows have full-length returns
+    scores = proto.batch["rm_scores"].sum(-1)
+    got = _advantages(proto, keys, "team_grpo", v1)
+    episodes = [str(i["episode"]) for i in infos]
+    torch.testing.assert_close(got, _expected(scores, episodes), atol=1e-4, rtol=0)
+
+
+def test_team_grpo_refuses_rows_without_a_record(v1) -> None:
+    unknown = np.array([str(uuid.uuid4()) for _ in range(3)], dtype=object)
+    with pytest.raises(advantage.TeamRecordMissingError, match="3 of 3 rows"):
+        advantage.team_keys(unknown)

@@ -103,15 +103,17 @@ class TrainArgs:
 
 # ---------------------------------------------------------------------------- pieces
 def _compose(args: TrainArgs, run: Path) -> Any:
+    from teamgym.adapters.verl.config import write_agent_loop_yaml
     from teamgym.adapters.verl.train import compose_config
 
-    loop_yaml = run / "agent_loop.yaml"
-    loop_yaml.write_text(
-        "- name: teamgym_agent\n  _target_: teamgym.adapters.verl.agent_loop.TeamAgentLoop\n"
-        f"  sharing:\n    weight: {args.sharing_weight}\n  max_reply_tokens: {args.max_reply_tokens}\n"
-        "  hub: local\n  join_timeout: 30\n  turn_timeout: 300\n"
-        f"  forced_moves: {args.forced_moves}\n"
-        f"  stop: {json.dumps(list(args.stop))}\n"
+    loop_yaml = write_agent_loop_yaml(
+        run / "agent_loop.yaml",
+        sharing={"weight": args.sharing_weight},
+        max_reply_tokens=args.max_reply_tokens,
+        join_timeout=30,
+        turn_timeout=300,
+        forced_moves=args.forced_moves,
+        stop=list(args.stop),
     )
     return compose_config(
         [
@@ -238,7 +240,7 @@ def _groups_with_signal(out: Any) -> float:
 
 
 def _seeds(rng: np.random.Generator, count: int) -> list[int]:
-    from teamgym.benchmarks.baselines import EVAL_SEED_BASE
+    from teamgym.names import EVAL_SEED_BASE
 
     return [int(s) for s in rng.integers(0, EVAL_SEED_BASE, size=count)]
 
@@ -251,7 +253,7 @@ def evaluate(
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
     from teamgym.adapters.verl.server import LocalModelServer
-    from teamgym.benchmarks.baselines import EVAL_SEED_BASE
+    from teamgym.names import EVAL_SEED_BASE
 
     run = Path(args.out)
     run.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """Run every registered environment with its baselines and summarise the episodes.
 
-This is the main job until the suite runner exists: ``teamgym baselines`` prints one row per
+``teamgym baselines`` prints one row per
 (env, baseline) with success and collaboration metrics, from seeds that are the same on every
 machine, and a fingerprint that a rerun reproduces byte for byte.
 """
@@ -17,11 +17,9 @@ from typing import Any
 from teamgym.envs.baselines import make_baseline, run_episode
 from teamgym.envs.metrics import EpisodeMetrics
 from teamgym.envs.registration import make, spec
+from teamgym.names import EVAL_SEED_BASE
 
 __all__ = ["BaselineResult", "run_baselines"]
-
-#: First evaluation seed; training seeds (adapters) are drawn below it, so they never overlap.
-EVAL_SEED_BASE = 1_000_000
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,7 @@ def measure_throughput(
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
     from teamgym.adapters.local_model import build_local_model
+    from teamgym.adapters.verl.config import write_agent_loop_yaml
     from teamgym.adapters.verl.dataset import build_dataset
     from teamgym.adapters.verl.server import LocalModelServer, ScriptedServer, policy_reply
     from teamgym.adapters.verl.train import compose_config
@@ -84,11 +85,7 @@ def measure_throughput(
         {"num_agents": num_agents, "num_rounds": num_rounds},
     )
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    loop_yaml = work / "agent_loop.yaml"
-    loop_yaml.write_text(
-        "- name: teamgym_agent\n  _target_: teamgym.adapters.verl.agent_loop.TeamAgentLoop\n"
-        "  max_reply_tokens: 32\n  hub: local\n"
-    )
+    loop_yaml = write_agent_loop_yaml(work / "agent_loop.yaml", max_reply_tokens=32)
     cfg = compose_config(
         [
             f"teamgym.dataset_dir={work / 'data'}",

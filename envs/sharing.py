@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from teamgym.names import DEFAULT_SHARING_WEIGHT
+
 __all__ = [
     "RewardSharing",
     "SharingContext",
@@ -78,7 +80,7 @@ class RewardSharing:
     {'a': 1.0, 'b': 0.5}
     """
 
-    weight: float = 0.7
+    weight: float = DEFAULT_SHARING_WEIGHT
     """Share of the team score in each agent's reward (``mixed`` mode), in [0, 1]."""
     team: Literal["sum", "mean"] = "sum"
     """How individual rewards combine into the team score."""

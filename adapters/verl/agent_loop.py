@@ -41,10 +41,10 @@ from verl.experimental.agent_loop.agent_loop import (
 
 from teamgym.adapters.verl.advantage import record_team
 from teamgym.adapters.verl.hub import get_ray_hub, local_hub
+from teamgym.names import AGENT_LOOP_NAME, DEFAULT_SHARING_WEIGHT
 
 __all__ = ["AGENT_LOOP_NAME", "EpisodeIncomplete", "TeamAgentLoop", "end_of_turn_ids"]
 
-AGENT_LOOP_NAME = "teamgym_agent"
 
 _SLOTS: dict[tuple[str, str], list[int]] = {}
 """Copy numbers per (episode key, agent) in this process: [next number, loops in flight].
@@ -92,7 +92,7 @@ class TeamAgentLoop(AgentLoopBase):
     """Agent loop for teamgym environments (see the module docstring).
 
     Keyword arguments come from the agent-loop YAML entry, not the whole config tree:
-    ``sharing`` (RewardSharing fields; weight 0.7 by default), ``max_reply_tokens`` (per turn),
+    ``sharing`` (RewardSharing fields; ``DEFAULT_SHARING_WEIGHT`` by default), ``max_reply_tokens`` (per turn),
     ``hub`` (``"local"`` or ``"ray"``), ``join_timeout`` and ``turn_timeout`` in seconds,
     ``forced_moves`` (``"model"`` or ``"auto"``), ``stop`` (stop strings such as
     ``["</action>"]``, sent to the server as vLLM's ``stop`` with
@@ -120,7 +120,7 @@ class TeamAgentLoop(AgentLoopBase):
         self.forced_moves = forced_moves
         self.stop = [str(s) for s in (stop or []) if s]
         self.mask_stop = bool(mask_stop)
-        self.sharing = dict(sharing or {"weight": 0.7})
+        self.sharing = dict(sharing or {"weight": DEFAULT_SHARING_WEIGHT})
         self.max_reply_tokens = int(max_reply_tokens)
         self.response_length = int(self.rollout_config.response_length)
         self.prompt_length = int(self.rollout_config.prompt_length)
@@ -214,6 +214,7 @@ class TeamAgentLoop(AgentLoopBase):
         first_obs_matches = joined.observation == messages[-1]["content"]
         request_id = f"{joined.instance}/{agent}"  # sticky per trajectory, reproducible
         total, turns, replies = 0.0, 0, []
+        versions: list[tuple[Any, Any]] = []  # weight versions (global steps) that answered
         budget_left, result = True, None
         valid = joined.valid_actions
         try:
@@ -258,6 +259,12 @@ class TeamAgentLoop(AgentLoopBase):
                         assistant_logprobs=output.log_probs if want_logprobs else None,
                     )
                     token_ids, logprobs = merged.token_ids, lp or []
+                    versions.append(
+                        (
+                            output.extra_fields.get("min_global_steps"),
+                            output.extra_fields.get("max_global_steps"),
+                        )
+                    )
                     reply = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
                     tail = self._stop_tail(output.token_ids)
                     if tail:  # the stop string: context, not a trained token
@@ -320,6 +327,14 @@ class TeamAgentLoop(AgentLoopBase):
                 "teamgym_agent": agent,
                 "teamgym_instance": joined.instance,
                 "teamgym_replies": replies,
+                # v1 checks staleness with these (and fails without them): the oldest and
+                # newest weights that generated a turn; the current step's when none did
+                "min_global_steps": min(
+                    (lo for lo, _ in versions if lo is not None), default=kwargs.get("global_steps")
+                ),
+                "max_global_steps": max(
+                    (hi for _, hi in versions if hi is not None), default=kwargs.get("global_steps")
+                ),
             },
         )
 

@@ -16,6 +16,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from teamgym.names import AGENT_LOOP_NAME
+
 __all__ = [
     "AGENT_LOOP_CONFIG",
     "CONFIG_DIR",
@@ -23,6 +25,7 @@ __all__ = [
     "agent_loop_settings",
     "validate_config",
     "verl_validate",
+    "write_agent_loop_yaml",
 ]
 
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
@@ -41,6 +44,19 @@ class TeamConfigError(ValueError):
     itself rejects."""
 
 
+def write_agent_loop_yaml(path: str | Path, **settings: Any) -> Path:
+    """Write an agent-loop registry file: our shipped entry with ``settings`` changed (the one
+    way a run, a benchmark or a test makes one); returns ``path``."""
+    entry = dict(OmegaConf.to_container(OmegaConf.load(AGENT_LOOP_CONFIG))[0])
+    unknown = set(settings) - set(entry) - {"mask_stop"}
+    if unknown:
+        raise TypeError(f"unknown agent-loop settings {sorted(unknown)}; known: {sorted(entry)}")
+    entry.update(settings)
+    path = Path(path)
+    path.write_text(OmegaConf.to_yaml(OmegaConf.create([entry])))
+    return path
+
+
 def agent_loop_settings(cfg: DictConfig) -> dict[str, Any]:
     """The ``teamgym_agent`` entry of the configured agent-loop YAML (empty if absent)."""
     path = cfg.actor_rollout_ref.rollout.agent.get("agent_loop_config_path")
@@ -48,7 +64,7 @@ def agent_loop_settings(cfg: DictConfig) -> dict[str, Any]:
         return {}
     entries = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
     for entry in entries or []:
-        if entry.get("name") == "teamgym_agent":
+        if entry.get("name") == AGENT_LOOP_NAME:
             return dict(entry)
     return {}
 

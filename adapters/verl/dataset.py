@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from teamgym.benchmarks.baselines import EVAL_SEED_BASE
 from teamgym.envs.registration import make
+from teamgym.names import AGENT_LOOP_NAME, EVAL_SEED_BASE
 
 __all__ = [
     "DatasetManifest",
@@ -38,10 +38,6 @@ __all__ = [
     "episode_rows",
     "prompt_token_lengths",
 ]
-
-AGENT_LOOP_NAME = (
-    "teamgym_agent"  # == teamgym.adapters.verl.agent_loop.AGENT_LOOP_NAME (no torch import here)
-)
 
 
 @dataclass(frozen=True)

@@ -23,21 +23,12 @@ def dataset_dir(tmp_path_factory) -> Path:
 
 
 def write_agent_loop_yaml(path: Path, **settings) -> Path:
-    """An agent-loop registry file like ours, with some settings changed."""
-    import yaml
+    """Our agent-loop registry file with test-sized settings (and ``settings``) changed."""
+    from teamgym.adapters.verl.config import write_agent_loop_yaml as write
 
-    entry = {
-        "name": "teamgym_agent",
-        "_target_": "teamgym.adapters.verl.agent_loop.TeamAgentLoop",
-        "sharing": {"weight": 0.7, "mode": "mixed"},
-        "max_reply_tokens": 24,
-        "hub": "local",
-        "join_timeout": 30,
-        "turn_timeout": 120,
-        **settings,
-    }
-    path.write_text(yaml.safe_dump([entry]))
-    return path
+    return write(
+        path, **{"max_reply_tokens": 24, "join_timeout": 30, "turn_timeout": 120, **settings}
+    )
 
 
 @pytest.fixture

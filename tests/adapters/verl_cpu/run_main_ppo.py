@@ -1,0 +1,119 @@
+"""Run verl 0.9.1's real ``main_ppo`` entry (v1 trainer) on the CPU with teamgym's agent loop.
+
+``python run_main_ppo.py MODEL_DIR DATASET_DIR OUT_DIR [hydra overrides...]``
+
+Test-only driver: it sets the environment that loads :mod:`teamgym_verl_cpu` (this folder) in
+every process, composes teamgym's overlay on verl's ``ppo_trainer`` with CPU-sized overrides, and
+calls ``verl.trainer.main_ppo.main`` exactly as ``python -m teamgym.adapters.verl.train`` does.
+verl's file logger writes the per-step metrics to ``OUT_DIR/metrics.jsonl``; the rollout
+server's weight-sync record goes to ``OUT_DIR/rollout_server.json``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PLUGIN = "teamgym_verl_cpu"
+
+
+def plugin_env(out_dir: Path) -> dict[str, str]:
+    """Environment for the driver and every Ray worker."""
+    path = os.pathsep.join(p for p in [str(HERE), os.environ.get("PYTHONPATH", "")] if p)
+    return {
+        "VERL_USE_EXTERNAL_MODULES": PLUGIN,
+        "VERL_PLATFORM": "cpu",
+        "VERL_ENGINE_DEVICE": "cuda",  # FSDP engines are registered for cuda/npu only
+        "PYTHONPATH": path,
+        "VERL_FILE_LOGGER_PATH": str(out_dir / "metrics.jsonl"),
+        "TEAMGYM_CPU_ROLLOUT_LOG": str(out_dir / "rollout_server.jsonl"),
+        "TOKENIZERS_PARALLELISM": "false",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "RAY_DEDUP_LOGS": "0",
+    }
+
+
+def cpu_overrides(
+    model_dir: str, dataset_dir: str, loop_yaml: str, env: dict[str, str], ranks: int = 1
+) -> list[str]:
+    """Hydra overrides that size the run for a 2-core CPU host; ``ranks`` FSDP2 ranks (gloo),
+    each a logical Ray GPU with its own rollout replica."""
+    env_vars = ",".join(f"{k}:'{v}'" for k, v in env.items())
+    return [
+        f"teamgym.dataset_dir={dataset_dir}",
+        f"actor_rollout_ref.model.path={model_dir}",
+        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loop_yaml}",
+        # sizes
+        "data.train_batch_size=4",
+        "data.max_prompt_length=512",
+        "data.max_response_length=192",
+        "data.dataloader_num_workers=0",
+        "actor_rollout_ref.rollout.n=2",
+        "actor_rollout_ref.rollout.agent.num_workers=1",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
+        "actor_rollout_ref.actor.optim.lr=1e-3",
+        # model / engine on CPU
+        "actor_rollout_ref.actor.strategy=fsdp2",
+        "actor_rollout_ref.ref.strategy=fsdp2",
+        "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+        "actor_rollout_ref.model.use_remove_padding=false",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=false",
+        "actor_rollout_ref.actor.use_kl_loss=false",
+        "actor_rollout_ref.actor.entropy_coeff=0.01",  # a gradient even when every GRPO advantage is 0
+        "reward.num_workers=1",  # verl starts 8 reward-loop processes by default
+        # rollout: the test-only CPU backend registered by teamgym_verl_cpu
+        "actor_rollout_ref.rollout.name=teamgym_cpu",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        "actor_rollout_ref.rollout.free_cache_engine=false",
+        # trainer
+        f"trainer.n_gpus_per_node={ranks}",
+        "trainer.nnodes=1",
+        "trainer.total_training_steps=2",
+        "trainer.total_epochs=1",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+        "trainer.save_freq=-1",
+        "trainer.logger=[console,file]",
+        f"trainer.default_local_dir={env['VERL_FILE_LOGGER_PATH']}.ckpt",
+        # ray / transfer queue on 2 cores
+        "ray_kwargs.ray_init.num_cpus=16",
+        f"+ray_kwargs.ray_init.num_gpus={ranks}",
+        "+ray_kwargs.ray_init.include_dashboard=false",
+        f"+ray_kwargs.ray_init.runtime_env.env_vars={{{env_vars}}}",
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+    ]
+
+
+def main(argv: list[str]) -> int:
+    ranks = int(next((a.split("=", 1)[1] for a in argv if a.startswith("--ranks=")), 1))
+    model_dir, dataset_dir, out_dir, *extra = [a for a in argv if not a.startswith("--ranks=")]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    env = plugin_env(out)
+    os.environ.update(env)
+    sys.path.insert(0, str(HERE))
+
+    import verl  # noqa: F401  (imports the plugin: VERL_USE_EXTERNAL_MODULES)
+
+    from teamgym.adapters.verl import train
+
+    assert PLUGIN in sys.modules, "verl did not load the CPU plugin"
+
+    from teamgym.adapters.verl.config import write_agent_loop_yaml
+
+    loop_yaml = write_agent_loop_yaml(
+        out / "agent_loop.yaml", max_reply_tokens=12, join_timeout=60, turn_timeout=300
+    )
+    # teamgym's own entry point (`python -m teamgym.adapters.verl.train ...`): compose, validate
+    # (teamgym's checks and verl's), ship the agent-loop entry to the workers, main_ppo.main
+    return train.main(cpu_overrides(model_dir, dataset_dir, str(loop_yaml), env, ranks) + extra)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

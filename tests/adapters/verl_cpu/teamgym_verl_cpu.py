@@ -1,0 +1,434 @@
+"""Test-only CPU backend for verl 0.9.1's real ``main_ppo`` (v1 trainer), loaded as a verl plugin.
+
+Load it in every process with ``VERL_USE_EXTERNAL_MODULES=teamgym_verl_cpu`` and
+``VERL_PLATFORM=cpu`` (this folder on ``PYTHONPATH``): ``verl/__init__.py`` imports the module
+while verl itself is being imported, before any verl code asks for the platform. It registers,
+through verl's own registries, without touching a verl file on disk:
+
+1. ``PlatformCPU`` (``verl.plugin.platform.PlatformRegistry``, name ``cpu``): device ``cpu``,
+   communication backend ``gloo``, a stub ``torch.cuda``-like device module. Ray still schedules
+   each FSDP rank on a logical ``GPU`` (``+ray_kwargs.ray_init.num_gpus=N``), since verl's
+   resource pools count GPUs.
+2. A rollout backend ``teamgym_cpu``:
+   * ``RolloutReplicaRegistry`` (``verl/workers/rollout/replica.py``): :class:`CPUReplica`
+     starts one :class:`CPUServer` Ray actor per replica that serves ``generate()`` with
+     teamgym's :class:`~teamgym.adapters.verl.server.LocalModelServer` (a Hugging Face model
+     sampling on the CPU, batched, with log-probs);
+   * ``_ROLLOUT_REGISTRY`` (``verl/workers/rollout/base.py``): :class:`CPUServerAdapter` is the
+     hybrid worker's rollout. verl's v1 trainer syncs weights with the ``naive`` checkpoint
+     backend (``trainer_base.py``: ``ActorRolloutRefWorker.update_weights(mode="naive")``), which
+     hands this adapter the actor's full per-tensor parameters; it ships them to its
+     ``CPUServer`` through Ray's object store and the server loads them into its model.
+3. Monkeypatches (test-only, in memory) where verl hard-codes CUDA:
+   * ``verl.utils.distributed.initialize_global_process_group_ray``: verl builds the backend
+     string ``"cpu:gloo,{device}:{backend}"`` (``utils/distributed.py:89``), i.e.
+     ``"cpu:gloo,cpu:gloo"`` here, which torch rejects (ValueError: custom backend string);
+     plain ``gloo`` instead.
+   * the FSDP engine registry has no ``cpu`` entry (``workers/engine/base.py``): the engine is
+     looked up as ``cuda`` via ``VERL_ENGINE_DEVICE=cuda`` (set below if unset); the engine
+     itself asks the platform for its device, so it builds on CPU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import types
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from verl.plugin.platform.platform_base import PlatformBase
+from verl.plugin.platform.platform_manager import PlatformRegistry
+
+logger = logging.getLogger(__name__)
+
+ROLLOUT_NAME = "teamgym_cpu"
+
+os.environ.setdefault("VERL_ENGINE_DEVICE", "cuda")
+
+
+# --------------------------------------------------------------------------------------------
+# 1. platform
+# --------------------------------------------------------------------------------------------
+
+
+class _Event:
+    def __init__(self, *a, **k):
+        import time
+
+        self._t = 0.0
+        self._time = time.perf_counter
+
+    def record(self, *a, **k):
+        self._t = self._time()
+
+    def elapsed_time(self, other):
+        return (other._t - self._t) * 1000.0
+
+    def synchronize(self):
+        pass
+
+    def wait(self, *a, **k):
+        pass
+
+    def query(self):
+        return True
+
+
+class _Stream:
+    def __init__(self, *a, **k):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def wait_stream(self, *a, **k):
+        pass
+
+    def wait_event(self, *a, **k):
+        pass
+
+    def record_event(self, *a, **k):
+        return _Event()
+
+
+@contextmanager
+def _null_ctx(*a, **k):
+    yield
+
+
+_device_module = types.SimpleNamespace(
+    current_device=lambda: "cpu",
+    device_count=lambda: 1,
+    set_device=lambda *a, **k: None,
+    synchronize=lambda *a, **k: None,
+    empty_cache=lambda: None,
+    is_available=lambda: True,
+    manual_seed=torch.manual_seed,
+    manual_seed_all=torch.manual_seed,
+    memory_allocated=lambda *a, **k: 0,
+    memory_reserved=lambda *a, **k: 0,
+    max_memory_allocated=lambda *a, **k: 0,
+    max_memory_reserved=lambda *a, **k: 0,
+    mem_get_info=lambda *a, **k: (1 << 34, 1 << 34),
+    reset_peak_memory_stats=lambda *a, **k: None,
+    get_rng_state=lambda *a, **k: torch.get_rng_state(),
+    set_rng_state=lambda state, *a, **k: torch.set_rng_state(state),
+    is_initialized=lambda: True,
+    is_bf16_supported=lambda *a, **k: True,
+    Event=_Event,
+    Stream=_Stream,
+    stream=_null_ctx,
+    current_stream=lambda *a, **k: _Stream(),
+    default_stream=lambda *a, **k: _Stream(),
+    memory_stats=lambda *a, **k: {},
+    get_device_name=lambda *a, **k: "cpu",
+    get_device_properties=lambda *a, **k: types.SimpleNamespace(
+        name="cpu", total_memory=1 << 34, major=0, minor=0
+    ),
+)
+
+
+@PlatformRegistry.register(platform="cpu")
+class PlatformCPU(PlatformBase):
+    """verl platform for a CPU-only host (test-only)."""
+
+    @property
+    def device_name(self) -> str:
+        return "cpu"
+
+    @property
+    def vendor_name(self) -> str:
+        return "cpu"
+
+    @property
+    def device_module(self):
+        return _device_module
+
+    def is_available(self) -> bool:
+        return True
+
+    def is_platform_available(self, use_smi_check=False) -> bool:
+        return False  # never auto-detected: only VERL_PLATFORM=cpu selects it
+
+    def current_device(self):
+        return "cpu"
+
+    def device_count(self) -> int:
+        return 1
+
+    def set_device(self, device_index) -> None:
+        pass
+
+    def synchronize(self, device_index=None) -> None:
+        pass
+
+    def manual_seed(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def manual_seed_all(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    def set_allocator_settings(self, settings: str) -> None:
+        pass
+
+    def empty_cache(self) -> None:
+        pass
+
+    def get_device_capability(self, device_index: int = 0):
+        return (None, None)
+
+    def communication_backend_name(self) -> str:
+        return "gloo"
+
+    def visible_devices_envvar(self) -> str:
+        return "CUDA_VISIBLE_DEVICES"
+
+    @contextmanager
+    def nvtx_range(self, msg: str):
+        yield
+
+    def profiler_start(self) -> None:
+        pass
+
+    def profiler_stop(self) -> None:
+        pass
+
+    def ray_resource_name(self) -> str:
+        return "GPU"
+
+    def ray_noset_envvars(self) -> list[str]:
+        return ["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"]
+
+    def ray_resource_options(self, num_gpus: float) -> dict[str, Any]:
+        return {"num_gpus": num_gpus}
+
+    def is_ipc_supported(self) -> bool:
+        return False
+
+    def cudart(self):
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# 3. monkeypatch: plain gloo process groups (utils/distributed.py:89 builds "cpu:gloo,cpu:gloo")
+# --------------------------------------------------------------------------------------------
+
+import verl.utils.distributed as _dist  # noqa: E402
+
+_orig_init_pg = _dist.initialize_global_process_group_ray
+
+
+def _init_gloo(timeout_second=None, backend=None):
+    if backend is None or "cuda" not in str(backend):
+        backend = "gloo"
+    return _orig_init_pg(timeout_second=timeout_second, backend=backend)
+
+
+_dist.initialize_global_process_group_ray = _init_gloo
+
+
+# --------------------------------------------------------------------------------------------
+# 2. rollout backend: server actor, replica, hybrid-worker adapter
+# --------------------------------------------------------------------------------------------
+
+
+def _server_name(replica_rank: int) -> str:
+    return f"teamgym_cpu_server_{replica_rank}"
+
+
+class CPUServer:
+    """Ray actor serving ``generate()`` for one replica with teamgym's ``LocalModelServer``.
+
+    Holds its own copy of the model (loaded from ``model_config.local_path``); the hybrid worker's
+    :class:`CPUServerAdapter` pushes the actor's weights into it after each training step."""
+
+    def __init__(self, config, model_config, replica_rank: int = 0):
+        from teamgym.adapters.verl.server import LocalModelServer
+
+        torch.set_num_threads(1)
+        path = getattr(model_config, "local_path", None) or model_config.path
+        self.server = LocalModelServer(str(path), seed=int(getattr(config, "seed", 0) or 0))
+        self.replica_rank = replica_rank
+        self.global_steps: int | None = None
+        self.weight_version = 0
+        self.awake = True
+        self.generate_calls = 0
+
+    def get_server_address(self) -> str:
+        return f"teamgym-cpu-replica-{self.replica_rank}"
+
+    async def generate(
+        self,
+        request_id: str,
+        *,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        **kwargs: Any,
+    ):
+        from verl.workers.rollout.replica import TokenOutput
+
+        self.generate_calls += 1
+        params = dict(sampling_params)
+        if params.get("max_tokens") is None:
+            params["max_tokens"] = params.get("max_new_tokens") or 64
+        out = await self.server.generate(request_id, prompt_ids=prompt_ids, sampling_params=params)
+        stop = "length" if len(out.token_ids) >= int(params["max_tokens"]) else "completed"
+        return TokenOutput(
+            token_ids=list(out.token_ids),
+            log_probs=list(out.log_probs or []),
+            stop_reason=stop,
+            extra_fields={"global_steps": self.global_steps},
+        )
+
+    def update_weights(
+        self, named: dict[str, torch.Tensor], global_steps: int | None = None
+    ) -> int:
+        """Load the actor's parameters (HF names) into the served model."""
+        model = self.server.model
+        own = model.state_dict()
+        missing = [k for k in own if k not in named]
+        # tied embeddings: lm_head.weight may be absent from the actor's parameters
+        missing = [
+            k for k in missing if not (k == "lm_head.weight" and model.config.tie_word_embeddings)
+        ]
+        unexpected = [k for k in named if k not in own]
+        if missing or unexpected:
+            raise KeyError(f"weight sync: missing={missing[:5]} unexpected={unexpected[:5]}")
+        with torch.no_grad():
+            for k, v in named.items():
+                own[k].copy_(v.to(own[k].dtype))
+        self.weight_version += 1
+        if global_steps is not None:
+            self.global_steps = global_steps
+        self._record("update_weights")
+        return self.weight_version
+
+    def _record(self, event: str) -> None:
+        """Append this server's state to ``$TEAMGYM_CPU_ROLLOUT_LOG`` (JSONL), if set."""
+        path = os.environ.get("TEAMGYM_CPU_ROLLOUT_LOG")
+        if not path:
+            return
+        import json
+
+        with open(path, "a") as f:
+            f.write(json.dumps({"event": event, **self.stats(), "checksum": self.param_checksum()}))
+            f.write("\n")
+
+    def param_checksum(self) -> float:
+        with torch.no_grad():
+            return float(sum(p.double().abs().sum() for p in self.server.model.parameters()))
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "replica_rank": self.replica_rank,
+            "weight_version": self.weight_version,
+            "global_steps": self.global_steps,
+            "generate_calls": self.generate_calls,
+            "batches": self.server.batches,
+        }
+
+    def set_global_steps(self, global_steps: int) -> None:
+        self.global_steps = global_steps
+
+    # lifecycle hooks verl calls on every replica server; memory is not an issue on CPU
+    def wake_up(self, tags: list[str] | None = None) -> None:
+        self.awake = True
+
+    def sleep(self) -> None:
+        self.awake = False
+
+    def clear_kv_cache(self) -> None:
+        pass
+
+    def release_kv_cache(self) -> None:
+        pass
+
+    def resume_kv_cache(self) -> None:
+        pass
+
+    def abort_all_requests(self, reject_request: bool = False) -> dict[str, Any]:
+        return {"aborted_count": 0, "request_ids": []}
+
+    def resume_generation(self) -> None:
+        pass
+
+    def wait_for_requests_to_drain(self) -> None:
+        pass
+
+    def start_profile(self, **kwargs) -> None:
+        pass
+
+    def stop_profile(self) -> None:
+        pass
+
+
+from verl.workers.rollout.replica import RolloutReplica, RolloutReplicaRegistry  # noqa: E402
+
+
+class CPUReplica(RolloutReplica):
+    """One ``CPUServer`` per replica, on the CPU of the ray node (no GPU reserved)."""
+
+    async def launch_servers(self):
+        import ray
+
+        actor_cls = ray.remote(num_cpus=0)(CPUServer)
+        server = actor_cls.options(
+            name=_server_name(self.replica_rank),
+            max_concurrency=self.max_concurrency,
+        ).remote(config=self.config, model_config=self.model_config, replica_rank=self.replica_rank)
+        self.servers = [server]
+        self._server_handle = server
+        self._server_address = await server.get_server_address.remote()
+
+
+RolloutReplicaRegistry.register(ROLLOUT_NAME, lambda: CPUReplica)
+
+
+from verl.workers.rollout import base as _rollout_base  # noqa: E402
+from verl.workers.rollout.base import BaseRollout  # noqa: E402
+
+
+class CPUServerAdapter(BaseRollout):
+    """The hybrid worker's rollout: forwards weight updates to this replica's ``CPUServer``."""
+
+    def __init__(self, config, model_config, device_mesh, replica_rank: int = -1):
+        super().__init__(config, model_config, device_mesh)
+        rank = int(os.environ.get("RANK", 0))
+        world = self.config.tensor_model_parallel_size * self.config.data_parallel_size
+        world *= self.config.pipeline_model_parallel_size
+        self.replica_rank = rank // world if replica_rank == -1 else replica_rank
+        self.is_leader = rank % world == 0
+        self._handle = None
+
+    def _server(self):
+        import ray
+
+        if self._handle is None:
+            self._handle = ray.get_actor(_server_name(self.replica_rank))
+        return self._handle
+
+    async def resume(self, tags: list[str]):
+        if self.is_leader:
+            await self._server().wake_up.remote(tags=tags)
+
+    async def release(self):
+        if self.is_leader:
+            await self._server().sleep.remote()
+
+    @torch.no_grad()
+    async def update_weights(self, weights, wire_format: str = "named_tensors", **kwargs):
+        assert wire_format == "named_tensors", wire_format
+        named = {}
+        for name, tensor in weights:  # every rank must drain the generator (FSDP full_tensor)
+            if hasattr(tensor, "full_tensor"):
+                tensor = tensor.full_tensor()
+            named[name] = tensor.detach().to("cpu").clone()
+        if self.is_leader:
+            await self._server().update_weights.remote(named, kwargs.get("global_steps"))
+        await asyncio.sleep(0)
+
+
+_rollout_base._ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = f"{__name__}.CPUServerAdapter"

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CHECKPOINT_PREFIX", "CheckpointPolicy"]
+from teamgym.envs.baselines import register_policy_prefix
+from teamgym.names import CHECKPOINT_PREFIX
 
-#: Baseline names of this form load a checkpoint: ``checkpoint:/path/to/model_dir``.
-CHECKPOINT_PREFIX = "checkpoint:"
+__all__ = ["CHECKPOINT_PREFIX", "CheckpointPolicy", "checkpoint_policy"]
 
 
 @functools.lru_cache(maxsize=8)
@@ -85,3 +85,11 @@ class CheckpointPolicy:
         reply = self.tokenizer.decode(tokens, skip_special_tokens=True)
         chat.append({"role": "assistant", "content": reply})
         return reply
+
+
+def checkpoint_policy(path: str, seed: int | None = None) -> CheckpointPolicy:
+    """``make_baseline``'s factory for ``checkpoint:PATH`` names."""
+    return CheckpointPolicy(path, seed=seed)
+
+
+register_policy_prefix(CHECKPOINT_PREFIX, checkpoint_policy)

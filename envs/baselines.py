@@ -8,7 +8,7 @@ text env; envs list their own (e.g. an ``expert``) in their registration.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -16,7 +16,7 @@ import numpy as np
 from teamgym.envs.metrics import EpisodeMetrics, EpisodeTracker
 from teamgym.envs.registration import load_entry_point, spec
 
-__all__ = ["Policy", "RandomPolicy", "make_baseline", "run_episode"]
+__all__ = ["Policy", "RandomPolicy", "make_baseline", "register_policy_prefix", "run_episode"]
 
 _WORD = re.compile(r"[a-z]+")
 
@@ -58,21 +58,44 @@ class RandomPolicy:
         return f"<say>{' '.join(chosen)}</say><action>say</action>"
 
 
+PolicyFactory = Callable[[str, "int | None"], "Policy"]
+_PREFIXED: dict[str, PolicyFactory] = {}
+"""Policy families named ``PREFIX + argument`` (e.g. ``checkpoint:DIR``), registered by the
+layers that implement them (``teamgym.adapters`` registers ``checkpoint:`` when imported)."""
+
+
+def register_policy_prefix(prefix: str, factory: PolicyFactory) -> None:
+    """Let :func:`make_baseline` build names ``prefix + arg`` as ``factory(arg, seed)``; the same
+    factory may register again (a re-import), another one under a taken prefix raises."""
+    known = _PREFIXED.get(prefix)
+    if known is not None and (known.__module__, known.__qualname__) != (
+        factory.__module__,
+        factory.__qualname__,
+    ):
+        raise ValueError(
+            f"policy prefix {prefix!r} is taken by {known.__module__}.{known.__qualname__}"
+        )
+    _PREFIXED[prefix] = factory
+
+
 def make_baseline(env_id: str, name: str, seed: int | None = None) -> Policy:
-    """Build baseline ``name`` for ``env_id``: ``random``, one the env registered, or
-    ``checkpoint:PATH`` (a frozen model directory answering greedily; needs the ``train``
-    extra)."""
+    """Build baseline ``name`` for ``env_id``: ``random``, one the env registered, or a
+    registered prefix such as ``checkpoint:PATH`` (a frozen model directory answering greedily;
+    registered by ``import teamgym.adapters``, needs the ``train`` extra)."""
     if name == "random":
         return RandomPolicy(seed)
-    if name.startswith("checkpoint:"):
-        from teamgym.adapters.checkpoint_policy import CheckpointPolicy
-
-        return CheckpointPolicy(name.removeprefix("checkpoint:"), seed=seed)
+    for prefix, factory in _PREFIXED.items():
+        if name.startswith(prefix):
+            return factory(name.removeprefix(prefix), seed)
     known = dict(spec(env_id).baselines)
     if name not in known:
+        prefixes = (
+            ", ".join(f"{p}..." for p in _PREFIXED)
+            or "checkpoint:PATH after `import teamgym.adapters`"
+        )
         raise KeyError(
             f"{env_id} has no baseline {name!r}; available: {', '.join(['random', *known])}, "
-            "or checkpoint:PATH for a model directory"
+            f"or {prefixes} (checkpoint:PATH is a model directory)"
         )
     return load_entry_point(known[name])(seed=seed)
 

@@ -62,6 +62,8 @@ class _TeamRegistry:
 
 
 _LOCAL = _TeamRegistry()
+"""Owned by :func:`record_team` / :func:`team_keys`: this process's records (the CPU trainer and
+the legacy in-process worker read them here), bounded like the Ray actor's."""
 
 
 def _ray_registry(create: bool) -> Any:

@@ -34,6 +34,7 @@ from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import (
     AgentLoopBase,
+    AgentLoopMetrics,
     AgentLoopOutput,
     _agent_loop_registry,
     register,
@@ -41,6 +42,7 @@ from verl.experimental.agent_loop.agent_loop import (
 
 from teamgym.adapters.verl.advantage import record_team
 from teamgym.adapters.verl.hub import get_ray_hub, local_hub
+from teamgym.adapters.verl.trajectory import Trajectory
 from teamgym.names import AGENT_LOOP_NAME, DEFAULT_SHARING_WEIGHT
 
 __all__ = ["AGENT_LOOP_NAME", "EpisodeIncomplete", "TeamAgentLoop", "end_of_turn_ids"]
@@ -100,6 +102,8 @@ class TeamAgentLoop(AgentLoopBase):
     ``mask_stop`` (true by default: the tokens that spell the stop string get ``response_mask`` 0,
     so they stay context and are not trained: they only close the command).
     """
+
+    tokenizer: Any  # a Hugging Face tokenizer (VERL types it as the AutoTokenizer factory)
 
     def __init__(
         self,
@@ -166,136 +170,105 @@ class TeamAgentLoop(AgentLoopBase):
             if entry[1] == 0 and _SLOTS.get(key) is entry:
                 del _SLOTS[key]
 
-    async def _play(
-        self, sampling_params: dict[str, Any], slot: int, **kwargs: Any
-    ) -> AgentLoopOutput:
-        # 1. the row: who we are, in which episode
-        info = dict(kwargs["extra_info"])
-        agent, seed = str(info["agent"]), int(info["seed"])
-        env_kwargs = (
-            json.loads(info["env_kwargs"])
-            if isinstance(info["env_kwargs"], str)
-            else dict(info["env_kwargs"])
-        )
-        if "uid" in kwargs:
-            await record_team(str(kwargs["uid"]), str(info["episode"]))
-        messages = [dict(m) for m in kwargs["raw_prompt"]]
-
-        # 2. the prompt, as VERL's continuous-token builder renders it
+    async def _prompt_ids(self, messages: list[dict], where: str) -> list[int]:
+        """The first prompt as VERL's continuous-token builder renders it; refused when over
+        ``rollout.prompt_length`` (VERL would left-truncate it, cutting the instructions)."""
         prompt_ids = await self.ct_build_initial_tokens(messages)
-        if len(prompt_ids) >= self.prompt_length:  # VERL left-truncates longer ones, and warns
+        if len(prompt_ids) >= self.prompt_length:  # maybe truncated: measure it whole
             full = await self.loop.run_in_executor(
                 None, lambda: self.continuous_token_builder.build_initial_tokens(messages)
             )
             prompt_ids = full if len(full) > self.prompt_length else prompt_ids
         if len(prompt_ids) > self.prompt_length:
             raise ValueError(
-                f"the first prompt of {info['episode']} / {agent} is {len(prompt_ids)} tokens, over "
+                f"the first prompt of {where} is {len(prompt_ids)} tokens, over "
                 f"rollout.prompt_length={self.prompt_length}: raise data.max_prompt_length, or "
                 "rebuild the dataset with `teamgym verl-data --tokenizer MODEL --max-prompt-length N`"
             )
-        token_ids, mask, logprobs = list(prompt_ids), [], []
-        want_logprobs = bool(sampling_params.get("logprobs"))
-        stops = {"stop": self.stop, "include_stop_str_in_output": True} if self.stop else {}
+        return list(prompt_ids)
 
-        # 3. meet the teammates
-        teammates = json.loads(info.get("teammates") or "{}")  # agents the hub plays by a baseline
-        joined = await self._call(
-            "join",
-            str(info["episode"]),
-            agent,
-            str(info["env_id"]),
-            env_kwargs,
-            seed,
-            self.sharing,
-            teammates,
-            slot,
+    async def _reply(
+        self, traj: Trajectory, valid: tuple[str, ...], request_id: str, sampling: dict[str, Any]
+    ) -> str:
+        """This turn's reply: a forced move, the model's while the budget lasts, else ""."""
+        if self.forced_moves == "auto" and len(valid) == 1:
+            reply = f"<action>{valid[0]}</action>"  # played even once the budget is spent
+            ids = self.tokenizer.encode(reply, add_special_tokens=False)
+            await traj.add_forced_reply([*ids, *self.end_of_turn])
+            return reply
+        max_tokens = min(self.max_reply_tokens, traj.room())
+        if not (traj.budget_left and max_tokens > 0):
+            traj.budget_left = False
+            return ""  # the env's no-op, so teammates never wait
+        stops = {"stop": self.stop, "include_stop_str_in_output": True} if self.stop else {}
+        output = await self.server_manager.generate(
+            request_id=request_id,
+            prompt_ids=traj.token_ids,
+            sampling_params={**sampling, "max_tokens": max_tokens, **stops},
         )
-        first_obs_matches = joined.observation == messages[-1]["content"]
+        await traj.add_model_reply(output, self._stop_tail(output.token_ids))
+        return self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
+
+    async def _turns(
+        self,
+        traj: Trajectory,
+        joined: Any,
+        agent: str,
+        messages: list[dict],
+        sampling_params: dict[str, Any],
+    ) -> tuple[Any, float, list[str]]:
+        """Play the agent's turns to the end of the episode: its last ``StepResult``, its
+        shared return and its replies. Any error ends the episode for the teammates too."""
         request_id = f"{joined.instance}/{agent}"  # sticky per trajectory, reproducible
-        total, turns, replies = 0.0, 0, []
-        versions: list[tuple[Any, Any]] = []  # weight versions (global steps) that answered
-        budget_left, result = True, None
-        valid = joined.valid_actions
+        total, replies, result, valid = 0.0, [], None, joined.valid_actions
         try:
             while True:
-                # 4. one turn: generate (while the budget lasts), submit, read the next observation
-                reply = ""
-                max_tokens = min(self.max_reply_tokens, self.response_length - len(mask))
-                forced = self.forced_moves == "auto" and len(valid) == 1
-                if forced:
-                    reply = f"<action>{valid[0]}</action>"  # played even once the budget is spent
-                    ids = [
-                        *self.tokenizer.encode(reply, add_special_tokens=False),
-                        *self.end_of_turn,
-                    ]
-                    if len(mask) + len(ids) > self.response_length:
-                        budget_left = False
-                    elif budget_left:
-                        merged, mask, lp = await self.ct_merge_assistant_token(
-                            token_ids,
-                            ids,
-                            mask,
-                            logprobs if want_logprobs else None,
-                            assistant_logprobs=[0.0] * len(ids) if want_logprobs else None,
-                        )
-                        n = merged.appended_token_count
-                        token_ids, logprobs = merged.token_ids, lp or []
-                        mask = [
-                            *mask[: len(mask) - n],
-                            *([0] * n),
-                        ]  # the loop's move, not the model's
-                elif budget_left and max_tokens > 0:
-                    output = await self.server_manager.generate(
-                        request_id=request_id,
-                        prompt_ids=token_ids,
-                        sampling_params={**sampling_params, "max_tokens": max_tokens, **stops},
-                    )
-                    merged, mask, lp = await self.ct_merge_assistant_token(
-                        token_ids,
-                        output.token_ids,
-                        mask,
-                        logprobs if want_logprobs else None,
-                        assistant_logprobs=output.log_probs if want_logprobs else None,
-                    )
-                    token_ids, logprobs = merged.token_ids, lp or []
-                    versions.append(
-                        (
-                            output.extra_fields.get("min_global_steps"),
-                            output.extra_fields.get("max_global_steps"),
-                        )
-                    )
-                    reply = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
-                    tail = self._stop_tail(output.token_ids)
-                    if tail:  # the stop string: context, not a trained token
-                        tail = min(tail, merged.appended_token_count)
-                        mask = [*mask[: len(mask) - tail], *([0] * tail)]
-                    turns += 1
-                else:
-                    budget_left = False
+                reply = await self._reply(traj, valid, request_id, sampling_params)
                 replies.append(reply)
                 result = await self._call("submit", joined.instance, agent, reply)
-                valid = result.valid_actions
-                total += result.reward
+                valid, total = result.valid_actions, total + result.reward
                 if result.done:
-                    break
-                if budget_left:
+                    return result, total, replies
+                if traj.budget_left:
                     messages.append({"role": "assistant", "content": reply})
                     previous = list(messages)
                     messages.append({"role": "user", "content": result.observation})
-                    merged, new_mask, lp = await self.ct_merge_context_msg(
-                        previous, messages, token_ids, mask, logprobs if want_logprobs else None
-                    )
-                    if len(new_mask) >= self.response_length:
-                        budget_left = False
-                    else:
-                        token_ids, mask, logprobs = merged.token_ids, new_mask, lp or []
-        except BaseException as exc:  # a crash or a cancel: end the episode for the teammates
+                    await traj.add_observation(previous, messages)
+        except BaseException as exc:  # a crash or a cancel
             await self._call("leave", joined.instance, agent, f"{type(exc).__name__}: {exc}")
             raise
 
+    async def _play(
+        self, sampling_params: dict[str, Any], slot: int, **kwargs: Any
+    ) -> AgentLoopOutput:
+        # 1. the row: who we are, in which episode
+        info = dict(kwargs["extra_info"])
+        agent, episode = str(info["agent"]), str(info["episode"])
+        env_kwargs = info["env_kwargs"]
+        env_kwargs = json.loads(env_kwargs) if isinstance(env_kwargs, str) else dict(env_kwargs)
+        if "uid" in kwargs:
+            await record_team(str(kwargs["uid"]), episode)
+        messages = [dict(m) for m in kwargs["raw_prompt"]]
+        first_observation = messages[-1]["content"]  # the hub's reset must show the same
+
+        # 2. the prompt
+        prompt_ids = await self._prompt_ids(messages, f"{episode} / {agent}")
+        traj = Trajectory(
+            self, prompt_ids, self.response_length, bool(sampling_params.get("logprobs"))
+        )
+
+        # 3. meet the teammates (agents in `teammates` are played by the hub's baselines)
+        teammates = json.loads(info.get("teammates") or "{}")
+        joined = await self._call(
+            "join", episode, agent, str(info["env_id"]), env_kwargs, int(info["seed"]),
+            self.sharing, teammates, slot,
+        )  # fmt: skip
+
+        # 4. turns: reply, step the env with the teammates, read the next observation
+        result, total, replies = await self._turns(traj, joined, agent, messages, sampling_params)
+
         # 5. an episode that did not finish normally is never trained on
-        incomplete = (result.aborted if result is not None else None) or (
+        incomplete = result.aborted or (
             f"agents {', '.join(joined.missing_agents)} never joined (join_timeout)"
             if joined.missing_agents
             else None
@@ -304,37 +277,30 @@ class TeamAgentLoop(AgentLoopBase):
             raise EpisodeIncomplete(f"{joined.instance}: {incomplete}")
 
         # 6. the trajectory, as VERL expects it
-        metrics = (result.metrics if result is not None else None) or {}
-        response_ids = token_ids[len(prompt_ids) :]
+        metrics = result.metrics or {}
         extra = {name: _number(metrics.get(name)) for name in LOGGED_METRICS}
         extra.update(
-            budget_exhausted=float(not budget_left),
-            prompt_mismatch=float(not first_obs_matches),
+            budget_exhausted=float(not traj.budget_left),
+            prompt_mismatch=float(joined.observation != first_observation),
         )
+        response_ids, response_mask, response_logprobs = traj.response()
+        low, high = traj.steps_range(kwargs.get("global_steps"))
         return AgentLoopOutput(
-            prompt_ids=list(prompt_ids),
-            response_ids=response_ids[: self.response_length],
-            response_mask=mask[: self.response_length],
-            response_logprobs=logprobs[: self.response_length]
-            if want_logprobs and logprobs
-            else None,
+            prompt_ids=prompt_ids,
+            response_ids=response_ids,
+            response_mask=response_mask,
+            response_logprobs=response_logprobs,
             reward_score=float(total),
-            num_turns=2 * turns + 1,
-            metrics={},
+            num_turns=2 * traj.turns + 1,
+            metrics=AgentLoopMetrics(),
             extra_fields={
                 "reward_extra_info": extra,
-                "teamgym_episode": str(info["episode"]),
+                "teamgym_episode": episode,
                 "teamgym_agent": agent,
                 "teamgym_instance": joined.instance,
                 "teamgym_replies": replies,
-                # v1 checks staleness with these (and fails without them): the oldest and
-                # newest weights that generated a turn; the current step's when none did
-                "min_global_steps": min(
-                    (lo for lo, _ in versions if lo is not None), default=kwargs.get("global_steps")
-                ),
-                "max_global_steps": max(
-                    (hi for _, hi in versions if hi is not None), default=kwargs.get("global_steps")
-                ),
+                "min_global_steps": low,
+                "max_global_steps": high,
             },
         )
 

@@ -47,7 +47,8 @@ class TeamConfigError(ValueError):
 def write_agent_loop_yaml(path: str | Path, **settings: Any) -> Path:
     """Write an agent-loop registry file: our shipped entry with ``settings`` changed (the one
     way a run, a benchmark or a test makes one); returns ``path``."""
-    entry = dict(OmegaConf.to_container(OmegaConf.load(AGENT_LOOP_CONFIG))[0])
+    entries: Any = OmegaConf.to_container(OmegaConf.load(AGENT_LOOP_CONFIG))
+    entry = dict(entries[0])
     unknown = set(settings) - set(entry) - {"mask_stop"}
     if unknown:
         raise TypeError(f"unknown agent-loop settings {sorted(unknown)}; known: {sorted(entry)}")
@@ -62,7 +63,7 @@ def agent_loop_settings(cfg: DictConfig) -> dict[str, Any]:
     path = cfg.actor_rollout_ref.rollout.agent.get("agent_loop_config_path")
     if not path:
         return {}
-    entries = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    entries: Any = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
     for entry in entries or []:
         if entry.get("name") == AGENT_LOOP_NAME:
             return dict(entry)
@@ -231,7 +232,7 @@ def verl_validate(cfg: DictConfig) -> None:
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config as verl_validate_config
 
-    plain = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    plain: Any = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     plain.pop("teamgym", None)
     try:
         verl_validate_config(

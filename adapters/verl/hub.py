@@ -295,6 +295,8 @@ class EpisodeHub:
 
 
 _LOCAL_HUB: EpisodeHub | None = None
+"""Owned by :func:`local_hub`: one per process, lives as long as the process (instances end
+with their episodes, so it holds nothing between batches)."""
 
 
 def local_hub(join_timeout: float = 60.0, turn_timeout: float = 600.0) -> EpisodeHub:
@@ -307,6 +309,8 @@ def local_hub(join_timeout: float = 60.0, turn_timeout: float = 600.0) -> Episod
 
 
 _RAY_HUBS: dict[str, Any] = {}
+"""Owned by :func:`get_ray_hub`: this process's handles on the job's named hub actors, kept for
+the life of the process (the actor lives while a handle does)."""
 
 
 def get_ray_hub(
@@ -318,7 +322,7 @@ def get_ray_hub(
     if name not in _RAY_HUBS:
         import ray
 
-        actor_cls = ray.remote(num_cpus=0, max_concurrency=10_000)(EpisodeHub)
+        actor_cls = ray.remote(num_cpus=0, max_concurrency=10_000)(EpisodeHub)  # type: ignore[call-overload]
         _RAY_HUBS[name] = actor_cls.options(name=name, get_if_exists=True).remote(
             join_timeout, turn_timeout
         )

@@ -17,6 +17,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -62,7 +63,7 @@ def runtime_config(cfg: DictConfig) -> DictConfig:
     """The config ``main_ppo`` gets: resolved, without our section, the agent-loop entry and the
     file-logger path in the job's ``runtime_env`` (they reach every worker on every node)."""
     loop = agent_loop_settings(cfg)
-    cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    cfg = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(cfg, resolve=True)))
     OmegaConf.set_struct(cfg, False)
     cfg.pop("teamgym")
     runtime_env = cfg.ray_kwargs.ray_init.runtime_env

@@ -1,0 +1,106 @@
+"""``Trajectory``: one agent's token sequence as its turns are played, for ``TeamAgentLoop``.
+
+The prompt, then the agent's replies (``response_mask`` 1: the model's tokens, trained), forced
+moves and stop strings (mask 0: the loop's tokens, context only) and the observations between
+turns (mask 0), all through VERL's continuous-token helpers so the tokens are exactly what the
+chat template renders. The sequence stops growing once ``response_length`` is spent
+(``budget_left`` turns false); the agent then keeps playing with empty replies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Trajectory"]
+
+
+@dataclass
+class Trajectory:
+    """The growing token sequence of one agent in one episode (see the module docstring)."""
+
+    loop: Any
+    """The ``AgentLoopBase`` whose ``ct_merge_*`` helpers render the tokens."""
+    prompt_ids: list[int]
+    response_length: int
+    want_logprobs: bool
+    token_ids: list[int] = field(init=False)
+    mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    budget_left: bool = True
+    turns: int = 0
+    """Replies the model generated (forced moves excluded)."""
+    versions: list[tuple[Any, Any]] = field(default_factory=list)
+    """(min, max) weight version (global step) of the server behind each generated reply."""
+
+    def __post_init__(self) -> None:
+        self.token_ids = list(self.prompt_ids)
+
+    def room(self) -> int:
+        """Response tokens still free."""
+        return self.response_length - len(self.mask)
+
+    async def _merge(self, ids: list[int], logprobs: list[float] | None) -> int:
+        merged, self.mask, lp = await self.loop.ct_merge_assistant_token(
+            self.token_ids,
+            ids,
+            self.mask,
+            self.logprobs if self.want_logprobs else None,
+            assistant_logprobs=logprobs if self.want_logprobs else None,
+        )
+        self.token_ids, self.logprobs = merged.token_ids, lp or []
+        return merged.appended_token_count
+
+    def _unmask_last(self, count: int) -> None:
+        """The last ``count`` tokens become context (mask 0): the loop's, not the model's."""
+        if count:
+            self.mask = [*self.mask[: len(self.mask) - count], *([0] * count)]
+
+    async def add_model_reply(self, output: Any, stop_tail: int = 0) -> None:
+        """Append a generated reply (mask 1) whose last ``stop_tail`` tokens spell a stop string
+        (mask 0: they close the command, they are not trained)."""
+        appended = await self._merge(list(output.token_ids), output.log_probs)
+        self._unmask_last(min(stop_tail, appended))
+        self.versions.append(
+            (
+                output.extra_fields.get("min_global_steps"),
+                output.extra_fields.get("max_global_steps"),
+            )
+        )
+        self.turns += 1
+
+    async def add_forced_reply(self, ids: list[int]) -> None:
+        """Append a move the loop played for the agent (mask 0), if it fits the budget."""
+        if len(self.mask) + len(ids) > self.response_length:
+            self.budget_left = False
+        elif self.budget_left:
+            self._unmask_last(await self._merge(ids, [0.0] * len(ids)))
+
+    async def add_observation(self, previous: list[dict], messages: list[dict]) -> None:
+        """Append the messages after ``previous`` (the reply and the next observation, mask 0);
+        when they would fill the budget the trajectory stops growing instead."""
+        merged, mask, lp = await self.loop.ct_merge_context_msg(
+            previous,
+            messages,
+            self.token_ids,
+            self.mask,
+            self.logprobs if self.want_logprobs else None,
+        )
+        if len(mask) >= self.response_length:
+            self.budget_left = False
+        else:
+            self.token_ids, self.mask, self.logprobs = merged.token_ids, mask, lp or []
+
+    def steps_range(self, current: Any) -> tuple[Any, Any]:
+        """Oldest and newest weight versions behind the replies (``current`` when none was
+        generated): VERL's v1 trainer checks staleness with them, and fails without them."""
+        lows = [lo for lo, _ in self.versions if lo is not None]
+        highs = [hi for _, hi in self.versions if hi is not None]
+        return min(lows, default=current), max(highs, default=current)
+
+    def response(self) -> tuple[list[int], list[int], list[float] | None]:
+        """Response ids, mask and log-probs (None when not requested), capped to the budget."""
+        cap = self.response_length
+        ids = self.token_ids[len(self.prompt_ids) :][:cap]
+        logprobs = self.logprobs[:cap] if self.want_logprobs and self.logprobs else None
+        return ids, self.mask[:cap], logprobs

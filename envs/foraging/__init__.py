@@ -1,0 +1,5 @@
+"""``foraging-v0``: level-based foraging, the classic cooperative sparse-reward benchmark."""
+
+from teamgym.envs.foraging.env import ForagingEnv
+
+__all__ = ["ForagingEnv"]

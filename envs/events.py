@@ -8,15 +8,17 @@ them with the functions here so the keys stay the ones the metrics read.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 __all__ = [
     "EVENT_TYPES",
+    "add_subtask_credit",
     "invalid_action",
     "message_sent",
     "outcome",
     "plan_issued",
+    "role",
     "subtask_attempted",
     "subtask_completed",
     "subtask_failed",
@@ -33,6 +35,7 @@ EVENT_TYPES = (
     "plan",
     "invalid_action",
     "outcome",
+    "role",
 )
 
 
@@ -90,3 +93,22 @@ def outcome(success: bool, score: float, **extras: float) -> Event:
         "score": float(score),
         "extras": {k: float(v) for k, v in extras.items()},
     }
+
+
+def role(agent: str, name: str) -> Event:
+    """The role ``agent`` played in the episode (e.g. keydoor's ``holder`` / ``fetcher``), so
+    role specialisation across episodes can be counted. Emitted once per agent, at the end."""
+    return {"type": "role", "agent": agent, "role": name}
+
+
+def add_subtask_credit(credit: MutableMapping[str, float], event: Mapping[str, Any]) -> None:
+    """Add a ``subtask_completed`` event's credit: an equal share to each agent it names.
+
+    The one credit rule, read by the metrics (``contribution_gini``) and by ``proportional``
+    reward sharing; any other event adds nothing.
+    """
+    if event.get("type") != "subtask_completed":
+        return
+    agents = list(event.get("agents") or [])
+    for agent in agents:
+        credit[agent] = credit.get(agent, 0.0) + 1.0 / len(agents)

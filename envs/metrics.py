@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from teamgym.envs.events import add_subtask_credit
+
 __all__ = ["EpisodeMetrics", "EpisodeTracker", "gini", "metrics_from_records"]
 
 
@@ -129,8 +131,7 @@ class EpisodeTracker:
             self.completed += 1
             agents = list(event.get("agents", []))
             self.completed_by.append((str(event.get("subtask")), agents))
-            for agent in agents:
-                self.credit[agent] = self.credit.get(agent, 0.0) + 1.0 / len(agents)
+            add_subtask_credit(self.credit, event)
         elif kind == "message":
             self.messages += 1
             self.message_tokens += int(event.get("tokens", 0))

@@ -1,23 +1,18 @@
 """``TextParallelEnv``: what every teamgym game shares, on top of ``pettingzoo.ParallelEnv``.
 
-A game subclasses it and writes only its rules (the ``_game_*`` hooks below). The base owns:
-agent names, seeding (``self.np_random``), the step limit, the two observation modes, reply
-parsing, invalid replies (a no-op, a small penalty and a reason in ``feedback``), message
-delivery with the token cap, the ``infos`` keys of the env contract, and ANSI rendering.
-
-Text mode: observations are ``str`` in a :class:`gymnasium.spaces.Text` over printable ASCII
-plus newline and tab; actions are the model's raw reply. Vector mode: observations are
-``{"observation": float32 array, "action_mask": int8 array}`` and actions are ``Discrete``
-indices into :meth:`TextParallelEnv.action_names`, for classic RL libraries.
+A game subclasses it and writes only its rules (the ``_game_*`` hooks). The base owns agent
+names, seeding (``self.np_random``), the step limit, invalid replies (a no-op, a small penalty
+and a reason in ``feedback``), the contract's ``infos`` keys and ANSI rendering; messages live
+in :mod:`teamgym.envs.messages`, and all that differs between ``obs_mode="text"`` and
+``"vector"`` in :mod:`teamgym.envs.views`. A step runs in four phases: read the replies, let
+the game act (``_game_step``), deliver the messages, build observations and infos.
 """
 
 from __future__ import annotations
 
 import functools
-import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from gymnasium import spaces
@@ -25,9 +20,19 @@ from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
 
 from teamgym.envs import events as ev
-from teamgym.envs.parsing import normalize_action, parse_reply
+from teamgym.envs.messages import (
+    CHARS_PER_TOKEN,
+    OBS_CHARSET,
+    Inbox,
+    Tokenizer,
+    deliver,
+    sanitize_text,
+    truncate_message,
+)
+from teamgym.envs.views import VIEWS, View
 
 __all__ = [
+    "CHARS_PER_TOKEN",
     "OBS_CHARSET",
     "GameStep",
     "TextParallelEnv",
@@ -36,54 +41,11 @@ __all__ = [
     "truncate_message",
 ]
 
-#: Characters an observation may contain: printable ASCII, newline and tab. Anything else a
-#: model writes in a message is shown as "?" so observations always lie in their space.
-OBS_CHARSET = frozenset(chr(c) for c in range(0x20, 0x7F)) | {"\n", "\t"}
-_OUTSIDE_CHARSET = re.compile(r"[^\t\n\x20-\x7e]")
-#: Upper bound on a delivered message's characters per token of the cap (keeps spaces finite).
-CHARS_PER_TOKEN = 16
-_FEEDBACK_ECHO = 60  # characters of an invalid action echoed back in feedback
 _ObsMode = Literal["text", "vector"]
-
-
-class Tokenizer(Protocol):
-    """Anything with Hugging Face style ``encode``/``decode`` can count message tokens."""
-
-    def encode(self, text: str, /) -> Sequence[int]: ...
-    def decode(self, ids: Sequence[int], /) -> str: ...
-
-
-def sanitize_text(text: str) -> str:
-    """Replace characters outside :data:`OBS_CHARSET` with ``?``."""
-    return _OUTSIDE_CHARSET.sub("?", text)
-
-
-def truncate_message(
-    text: str, max_tokens: int, tokenizer: Tokenizer | None = None
-) -> tuple[str, int, bool]:
-    """Cap a message at ``max_tokens`` (whitespace tokens unless a tokenizer is given).
-
-    Returns ``(text, tokens, truncated)``; the text is one sanitized line, and a cut message ends
-    with a visible ``[truncated: N more tokens]`` marker so the reader knows something is missing.
-    """
-    text = sanitize_text(text)
-    if tokenizer is None:
-        words = text.split()
-        kept, dropped = words[:max_tokens], max(0, len(words) - max_tokens)
-        out = " ".join(kept)
-        n = len(kept)
-    else:
-        ids = list(tokenizer.encode(text))
-        dropped = max(0, len(ids) - max_tokens)
-        n = min(len(ids), max_tokens)
-        out = " ".join(sanitize_text(tokenizer.decode(ids[:max_tokens])).split())
-    limit = max_tokens * CHARS_PER_TOKEN
-    if len(out) > limit:  # very long "tokens": cap characters too
-        out = out[:limit]
-        dropped = max(dropped, 1)
-    if dropped:
-        out = f"{out} [truncated: {dropped} more tokens]"
-    return out, n, bool(dropped)
+#: PettingZoo's five per-agent dicts: observations, rewards, terminations, truncations, infos.
+_StepResult = tuple[
+    dict[str, Any], dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict[str, Any]]
+]
 
 
 @dataclass
@@ -100,6 +62,22 @@ class GameStep:
     """Whether the episode (or, per agent, that agent's part in it) has ended."""
     info: dict[str, Any] = field(default_factory=dict)
     """Extra ``infos`` keys for every agent this step (JSON-ready), e.g. the turn order."""
+
+
+@dataclass
+class _Replies:
+    """What the env read from one step's replies, before the game acts on them."""
+
+    chosen: dict[str, str | None] = field(default_factory=dict)
+    """Legal action per live agent; ``None`` for an unusable reply (a no-op)."""
+    penalties: dict[str, float] = field(default_factory=dict)
+    """Reward added for an unusable reply."""
+    feedback: dict[str, list[str]] = field(default_factory=dict)
+    """Sentences for each agent's feedback so far."""
+    events: list[dict[str, Any]] = field(default_factory=list)
+    """``invalid_action`` events."""
+    outbox: list[tuple[str, str]] = field(default_factory=list)
+    """(sender, text) of the messages the rules let through."""
 
 
 class TextParallelEnv(ParallelEnv[str, Any, Any]):
@@ -174,7 +152,7 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         self.render_mode = render_mode
         self.np_random, self.np_random_seed = seeding.np_random(None)
         self.num_steps = 0
-        self.inbox: dict[str, list[tuple[str, str]]] = {}
+        self.inbox: Inbox = {}
         #: sender -> message accepted this step (readable by ``_game_step``).
         self.messages_sent: dict[str, str] = {}
         self._feedback: dict[str, str] = {}
@@ -251,34 +229,23 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         per_message = self.message_max_tokens * CHARS_PER_TOKEN + 64
         return self.max_game_observation_chars + len(self.possible_agents) * per_message + 1024
 
+    @property
+    def _obs_view(self) -> View:
+        """The view of ``obs_mode``: spaces, decoding, observations and state for that mode."""
+        return VIEWS[self.obs_mode]
+
     def observation_space(self, agent: str) -> spaces.Space:
         """The agent's observation space; the same object on every call."""
         space = self._obs_spaces.get(agent)
         if space is None:
-            if self.obs_mode == "text":
-                space = spaces.Text(self.max_observation_chars, min_length=0, charset=OBS_CHARSET)
-            else:
-                n = len(self._game_action_names(agent))
-                space = spaces.Dict(
-                    {
-                        "observation": spaces.Box(
-                            -1.0, 1.0, (self._game_vector_size(),), np.float32
-                        ),
-                        "action_mask": spaces.Box(0, 1, (n,), np.int8),
-                    }
-                )
-            self._obs_spaces[agent] = space
+            space = self._obs_spaces[agent] = self._obs_view.observation_space(self, agent)
         return space
 
     def action_space(self, agent: str) -> spaces.Space:
         """The agent's action space (a reply ``Text`` or ``Discrete``); the same object on every call."""
         space = self._act_spaces.get(agent)
         if space is None:
-            if self.obs_mode == "text":
-                space = spaces.Text(self.max_reply_chars, min_length=0, charset=OBS_CHARSET)
-            else:
-                space = spaces.Discrete(len(self._game_action_names(agent)))
-            self._act_spaces[agent] = space
+            space = self._act_spaces[agent] = self._obs_view.action_space(self, agent)
         return space
 
     def action_names(self, agent: str) -> list[str]:
@@ -297,94 +264,44 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         self.inbox = {a: [] for a in self.agents}
         self._feedback = dict.fromkeys(self.agents, "The episode has started.")
         self._game_reset(options)
-        infos = {}
-        for agent in self.agents:
-            infos[agent] = {
+        infos = {
+            agent: {
                 "instructions": self._game_instructions(agent),
-                "valid_actions": self._game_valid_actions(agent),
-                "feedback": self._feedback[agent],
-                "events": [],
-                "individual_reward": 0.0,
+                **self._agent_info(agent, self._game_valid_actions(agent), [], 0.0),
             }
+            for agent in self.agents
+        }
         obs = {agent: self._observe(agent, infos[agent]["valid_actions"]) for agent in self.agents}
         return obs, infos
 
-    def step(
-        self, actions: dict[str, Any]
-    ) -> tuple[
-        dict[str, Any],
-        dict[str, float],
-        dict[str, bool],
-        dict[str, bool],
-        dict[str, dict[str, Any]],
-    ]:
+    def step(self, actions: dict[str, Any]) -> _StepResult:
         """Apply every live agent's reply (text mode) or action index (vector mode)."""
         if not self.agents:
             raise RuntimeError("step() called on a finished episode; call reset() first")
         live = self.agents
-        chosen: dict[str, str | None] = {}
-        penalties: dict[str, float] = {}
-        step_events: list[dict[str, Any]] = []
-        feedback: dict[str, list[str]] = {a: [] for a in live}
-        outbox: list[tuple[str, str]] = []
-        for agent in live:
-            action, message, error = self._decode(agent, actions.get(agent))
-            if error is not None:
-                chosen[agent] = None
-                penalties[agent] = -self.invalid_penalty
-                feedback[agent].append(
-                    f"Your reply was not a legal action ({error}); you did nothing."
-                )
-                step_events.append(ev.invalid_action(agent, error))
-            else:
-                chosen[agent] = action
-            if message:
-                note = self._accept_message(agent, message, outbox)
-                if note:
-                    feedback[agent].append(note)
-
-        self.messages_sent = dict(outbox)
+        # 1. Read the replies: legal actions, penalties, messages the rules let through.
+        replies = self._read_replies(live, actions)
+        # 2. The game acts on them.
+        self.messages_sent = dict(replies.outbox)
         self.raw_replies = {a: actions.get(a) for a in live}
-        result = self._game_step(chosen)
+        result = self._game_step(replies.chosen)
         self.num_steps += 1
-
-        # Deliver this step's messages: they appear in the recipients' next observation.
-        self.inbox = {a: [] for a in live}
-        for sender, text in outbox:
-            recipients = self._game_recipients(sender)
-            tokens_text, tokens, cut = truncate_message(
-                text, self.message_max_tokens, self.tokenizer
-            )
-            for r in recipients:
-                if r in self.inbox:
-                    self.inbox[r].append((sender, tokens_text))
-            step_events.append(ev.message_sent(sender, recipients, tokens, cut))
-        step_events.extend(result.events)
-
-        done = result.done
-        terminations = {
-            a: bool(done if isinstance(done, bool) else done.get(a, False)) for a in live
+        # 3. This step's messages appear in the recipients' next observation.
+        self.inbox, sent = deliver(
+            replies.outbox, live, self._game_recipients, self.message_max_tokens, self.tokenizer
+        )
+        events = [*replies.events, *sent, *result.events]
+        # 4. Ends, rewards and feedback; then every agent's observation and info.
+        terminations, truncations = self._episode_ends(live, result.done)
+        rewards = {
+            a: float(result.rewards.get(a, 0.0)) + replies.penalties.get(a, 0.0) for a in live
         }
-        truncated = self.num_steps >= self.max_steps
-        truncations = {a: truncated and not terminations[a] for a in live}
-        rewards = {a: float(result.rewards.get(a, 0.0)) + penalties.get(a, 0.0) for a in live}
         for agent in live:
             if agent in result.feedback:
-                feedback[agent].append(result.feedback[agent])
-            self._feedback[agent] = " ".join(feedback[agent]) or "Nothing happened."
-
+                replies.feedback[agent].append(result.feedback[agent])
+            self._feedback[agent] = " ".join(replies.feedback[agent]) or "Nothing happened."
         self.agents = [a for a in live if not (terminations[a] or truncations[a])]
-        obs, infos = {}, {}
-        for agent in live:
-            valid = self._game_valid_actions(agent) if agent in self.agents else []
-            infos[agent] = {
-                "valid_actions": valid,
-                "feedback": self._feedback[agent],
-                "events": step_events,
-                "individual_reward": rewards[agent],
-                **result.info,
-            }
-            obs[agent] = self._observe(agent, valid)
+        obs, infos = self._outputs(live, rewards, events, result.info)
         return obs, dict(rewards), terminations, truncations, infos
 
     def render(self) -> Any:
@@ -402,44 +319,36 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
 
     def state(self) -> Any:
         """Global state: the rendered view in text mode, all agents' vectors in vector mode."""
-        if self.obs_mode == "text":
-            return self._game_render()
-        return np.concatenate([self._game_vector_observation(a) for a in self.possible_agents])
+        return self._obs_view.state(self)
 
     def close(self) -> None:
         """Nothing to release for pure-Python games."""
 
-    # ----------------------------------------------------------------- internals
+    # ----------------------------------------------------------------- step phases
+    def _read_replies(self, live: list[str], actions: dict[str, Any]) -> _Replies:
+        """Decode every live agent's reply; an unusable one becomes a penalised, explained no-op."""
+        replies = _Replies(feedback={a: [] for a in live})
+        for agent in live:
+            action, message, error = self._decode(agent, actions.get(agent))
+            if error is not None:
+                replies.chosen[agent] = None
+                replies.penalties[agent] = -self.invalid_penalty
+                replies.feedback[agent].append(
+                    f"Your reply was not a legal action ({error}); you did nothing."
+                )
+                replies.events.append(ev.invalid_action(agent, error))
+            else:
+                replies.chosen[agent] = action
+            if message:
+                note = self._accept_message(agent, message, replies.outbox)
+                if note:
+                    replies.feedback[agent].append(note)
+        return replies
+
     def _decode(self, agent: str, reply: Any) -> tuple[str | None, str | None, str | None]:
         """(action, message, error) from one agent's reply or action index."""
         valid = self._game_valid_actions(agent)
-        if self.obs_mode == "vector":
-            names = self._game_action_names(agent)
-            try:
-                index = int(reply)
-            except (TypeError, ValueError):
-                return None, None, f"expected an action index, got {reply!r:.40}"
-            if not 0 <= index < len(names):
-                return None, None, f"action index {index} is out of range 0..{len(names) - 1}"
-            action, message = self._game_vector_action(agent, index)
-            if action not in valid:
-                return None, message, f"'{action}' is not possible now"
-            return action, message, None
-        parsed = parse_reply(reply)
-        if parsed.action is None:
-            return None, parsed.message, parsed.error
-        action = parsed.action.strip()
-        if action not in valid:  # tolerate case, spacing, quotes and trailing punctuation
-            wanted = normalize_action(action)
-            action = next((v for v in valid if normalize_action(v) == wanted), None)
-        if action is None:
-            shown = parsed.action[:_FEEDBACK_ECHO]
-            return (
-                None,
-                parsed.message,
-                f"'{sanitize_text(shown)}' is not one of: {', '.join(valid)}",
-            )
-        return action, parsed.message, None
+        return self._obs_view.decode(self, agent, reply, valid)
 
     def _accept_message(self, agent: str, message: str, outbox: list[tuple[str, str]]) -> str:
         """Queue a message for delivery if the rules allow it; returns a note for feedback."""
@@ -452,27 +361,43 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
             outbox.append((agent, text))
         return note
 
+    def _episode_ends(
+        self, live: list[str], done: bool | dict[str, bool]
+    ) -> tuple[dict[str, bool], dict[str, bool]]:
+        """Terminations from the game's ``done``; truncations from the step limit."""
+        terminations = {
+            a: bool(done if isinstance(done, bool) else done.get(a, False)) for a in live
+        }
+        truncated = self.num_steps >= self.max_steps
+        return terminations, {a: truncated and not terminations[a] for a in live}
+
+    def _outputs(
+        self,
+        live: list[str],
+        rewards: dict[str, float],
+        events: list[dict[str, Any]],
+        extra: dict[str, Any],
+    ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        """Observations and infos of the agents that were live this step; ``extra`` is the
+        game's own ``infos`` keys. Agents whose part just ended get no valid actions."""
+        obs, infos = {}, {}
+        for agent in live:
+            valid = self._game_valid_actions(agent) if agent in self.agents else []
+            infos[agent] = {**self._agent_info(agent, valid, events, rewards[agent]), **extra}
+            obs[agent] = self._observe(agent, valid)
+        return obs, infos
+
+    def _agent_info(
+        self, agent: str, valid: list[str], events: list[dict[str, Any]], reward: float
+    ) -> dict[str, Any]:
+        """The contract's ``infos[agent]`` keys (``instructions`` is added at reset)."""
+        return {
+            "valid_actions": valid,
+            "feedback": self._feedback[agent],
+            "events": events,
+            "individual_reward": reward,
+        }
+
     def _observe(self, agent: str, valid: list[str]) -> Any:
-        if self.obs_mode == "vector":
-            n = len(self._game_action_names(agent))
-            valid_set = set(valid)
-            mask = np.fromiter(
-                (self._game_vector_action(agent, i)[0] in valid_set for i in range(n)),
-                dtype=np.int8,
-                count=n,
-            )
-            return {"observation": self._game_vector_observation(agent), "action_mask": mask}
-        parts = [f"Step {self.num_steps}/{self.max_steps}. {self._feedback.get(agent, '')}"]
-        parts.append(self._game_observation(agent))
-        messages = self.inbox.get(agent)
-        if messages:
-            parts.append("Messages:\n" + "\n".join(f"- {s}: {t}" for s, t in messages))
-        parts.append(
-            "Valid actions: " + (" | ".join(valid) if valid else "none (your part is over)")
-        )
-        text = "\n".join(parts)
-        if not text.isascii():  # messages and echoes are sanitized already; games write ASCII
-            text = sanitize_text(text)
-        if len(text) > self.max_observation_chars:  # a game broke its own bound: stay in the space
-            text = text[: self.max_observation_chars - 20] + "\n[observation cut]"
-        return text
+        """``agent``'s observation now, in the view of ``obs_mode``."""
+        return self._obs_view.observe(self, agent, valid)

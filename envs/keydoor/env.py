@@ -207,7 +207,7 @@ class KeyDoorEnv(TextParallelEnv):
                 if agent in self.crossers
                 else "idle"
             )
-            roles.append({"type": "role", "agent": agent, "role": role})
+            roles.append(ev.role(agent, role))
         score = 1.0 if self.won_by else 0.5 if self.crossers else 0.25 if self.held_once else 0.0
         return [*roles, ev.outcome(self.won_by is not None, score)]
 

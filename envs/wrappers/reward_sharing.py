@@ -7,6 +7,7 @@ from typing import Any
 from pettingzoo import ParallelEnv
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
+from teamgym.envs.events import add_subtask_credit
 from teamgym.envs.sharing import RewardSharing, SharingContext
 
 __all__ = ["SharedReward"]
@@ -48,11 +49,11 @@ class SharedReward(BaseParallelWrapper):
             info = infos.setdefault(agent, {})
             info.setdefault("individual_reward", float(reward))
             individual[agent] = float(info["individual_reward"])
-        events = next((i["events"] for i in infos.values() if "events" in i), [])
+        events: list[dict[str, Any]] = next(
+            (i["events"] for i in infos.values() if "events" in i), []
+        )
         for event in events:
-            if event.get("type") == "subtask_completed" and event.get("agents"):
-                for agent in event["agents"]:
-                    self._credit[agent] = self._credit.get(agent, 0.0) + 1.0 / len(event["agents"])
+            add_subtask_credit(self._credit, event)
         context = SharingContext(contributions=self._credit, counterfactual=self._counterfactual)
         shared = self.sharing(individual, context) if individual else {}
         return obs, shared, terminations, truncations, infos

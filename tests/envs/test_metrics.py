@@ -6,14 +6,17 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
+from pettingzoo import ParallelEnv
 
 from teamgym.envs import events as ev
 from teamgym.envs import make
 from teamgym.envs.baselines import make_baseline
 from teamgym.envs.metrics import EpisodeTracker, gini, metrics_from_records
-from teamgym.envs.wrappers import Recorder
+from teamgym.envs.sharing import RewardSharing
+from teamgym.envs.wrappers import Recorder, SharedReward
 
 
 def _infos(agents, events, individual=None):
@@ -85,6 +88,50 @@ def test_tracker_without_subtasks_or_plans() -> None:
     json.dumps(m.to_dict())
 
 
+def test_subtask_credit_rule_is_the_one_proportional_sharing_reads() -> None:
+    """An equal share per named agent, only for completions; the tracker and SharedReward
+    accumulate the same numbers."""
+    events = [
+        ev.subtask_completed("s1", ["a", "b"]),
+        ev.subtask_attempted("s2", ["c"]),
+        ev.subtask_failed("s2", ["c"], "dropped"),
+        ev.subtask_completed("s3", ["a"]),
+    ]
+    credit: dict[str, float] = {}
+    for event in events:
+        ev.add_subtask_credit(credit, event)
+    assert credit == {"a": 1.5, "b": 0.5}
+
+    tracker = EpisodeTracker(["a", "b", "c"])
+    tracker.step({"a": 0.0, "b": 0.0, "c": 0.0}, _infos(["a", "b", "c"], events))
+    assert tracker.credit == {**credit, "c": 0.0}
+
+    env = SharedReward(_ScriptedEnv(events), RewardSharing(mode="proportional"))
+    env.reset(seed=0)
+    _, rewards, _, _, _ = env.step({})
+    assert rewards == pytest.approx({"a": 3.0 * 1.5 / 2.0, "b": 3.0 * 0.5 / 2.0, "c": 0.0})
+
+
+class _ScriptedEnv(ParallelEnv):
+    """Three agents, each rewarded 1 per step, and the same given events every step."""
+
+    metadata: ClassVar[dict] = {"name": "scripted"}
+
+    def __init__(self, events: list[dict]) -> None:
+        self.events = events
+        self.possible_agents = ["a", "b", "c"]
+        self.agents: list[str] = []
+
+    def reset(self, seed=None, options=None):
+        self.agents = list(self.possible_agents)
+        return dict.fromkeys(self.agents, 0), {a: {} for a in self.agents}
+
+    def step(self, actions):
+        live = dict.fromkeys(self.agents, False)
+        infos = {a: {"events": self.events} for a in self.agents}
+        return dict.fromkeys(self.agents, 0), dict.fromkeys(self.agents, 1.0), live, live, infos
+
+
 def test_recorder_writes_steps_and_summary(tmp_path: Path) -> None:
     path = tmp_path / "traj.jsonl"
     env = Recorder(make("signal-v0", num_agents=3), path)
@@ -126,7 +173,8 @@ def test_recorder_keeps_finished_steps_when_killed(tmp_path: Path) -> None:
     code = f"""
 import os, signal
 from teamgym.envs import make
-from teamgym.envs.wrappers import Recorder
+from teamgym.envs.sharing import RewardSharing
+from teamgym.envs.wrappers import Recorder, SharedReward
 env = Recorder(make("signal-v0"), {str(path)!r})
 env.reset(seed=0)
 env.step({{"robot_0": "<action>pass</action>", "robot_1": "<action>wait</action>"}})

@@ -11,8 +11,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-__all__ = ["parse_plan", "plan_balance", "subtask_names"]
+from teamgym.envs import events as ev
+
+if TYPE_CHECKING:
+    from teamgym.envs.thor_assembly.state import AssemblyState, StepLog
+
+__all__ = ["parse_plan", "plan_balance", "planning_turn", "subtask_names"]
 
 _ROBOT = re.compile(r"robot[_ ]?(\d+)", re.IGNORECASE)
 _JOIN = re.compile(r"\b(connect|attach|join|fix|assemble|link)", re.IGNORECASE)
@@ -76,3 +82,23 @@ def plan_balance(assignments: dict[str, list[str]], robots: Sequence[str]) -> fl
             counts[r] += 1
     high = max(counts.values())
     return min(counts.values()) / high if high else 0.0
+
+
+def planning_turn(state: AssemblyState, log: StepLog, reply: object) -> float:
+    """Read the leader's plan into ``state``, tell the leader how it was read, log the plan
+    event and start acting; returns the plan's balance."""
+    leader = state.robots[0]
+    required = subtask_names(state.recipe.parts, state.connections)
+    state.plan, state.plan_error = parse_plan(
+        reply, state.recipe.parts, state.connections, state.robots
+    )
+    if state.plan_error:
+        log.feedback[leader] = (
+            f"Your plan could not be read: {state.plan_error}. The team acts without a plan."
+        )
+    else:
+        covered = sum(1 for s in required if s in state.plan)
+        log.feedback[leader] = f"Plan recorded: {covered}/{len(required)} subtasks assigned."
+    log.events.append(ev.plan_issued(leader, state.plan or {}, required))
+    state.phase = "act"
+    return plan_balance(state.plan or {}, state.robots)

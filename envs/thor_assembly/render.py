@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+
+from teamgym.envs.thor_assembly.state import AssemblyState
 
 __all__ = ["top_down"]
 
@@ -23,10 +23,10 @@ _ROBOTS = [
 ]
 
 
-def top_down(env: Any) -> np.ndarray:
+def top_down(state: AssemblyState) -> np.ndarray:
     """H x W x 3 uint8: reachable floor, receptacles (darker when closed, red = workbench),
     robots as coloured squares (a white centre when carrying a part)."""
-    grid = env.scene.grid
+    grid = state.scene.grid
     xs, zs = [c[0] for c in grid], [c[1] for c in grid]
     x0, z0 = min(xs) - 1, min(zs) - 1
     w, h = max(xs) - x0 + 2, max(zs) - z0 + 2
@@ -34,6 +34,7 @@ def top_down(env: Any) -> np.ndarray:
     img[:] = _WALL
 
     def paint(cell: tuple[int, int], color: tuple[int, int, int], inset: int = 0) -> None:
+        """Fill one grid cell (less ``inset`` pixels each side)."""
         x, z = cell[0] - x0, h - 1 - (cell[1] - z0)
         img[
             z * CELL + inset : (z + 1) * CELL - inset, x * CELL + inset : (x + 1) * CELL - inset
@@ -41,17 +42,17 @@ def top_down(env: Any) -> np.ndarray:
 
     for cell in grid:
         paint(cell, _FLOOR)
-    for oid in env.place_ids:
-        o = env.obj[oid]
+    for oid in state.place_ids:
+        o = state.obj[oid]
         color = (
             _BENCH
-            if oid == env.workbench
+            if oid == state.workbench
             else (_CLOSED if o["openable"] and not o["isOpen"] else _PLACE)
         )
-        paint(env.place_cell[oid], color, 1)
-    for i, agent in enumerate(env.possible_agents):
-        cell = env.view[agent]["cell"]
+        paint(state.place_cell[oid], color, 1)
+    for i, robot in enumerate(state.robots):
+        cell = state.view[robot]["cell"]
         paint(cell, _ROBOTS[i % len(_ROBOTS)], 2)
-        if env._holding_part(agent):
+        if state.holding_part(robot):
             paint(cell, (255, 255, 255), 3)
     return img

@@ -19,10 +19,6 @@ lies in them when they are open (or not openable), and what it holds.
 
 from __future__ import annotations
 
-import math
-import zlib
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,90 +33,17 @@ from teamgym.envs.thor_assembly.scenes import (
     object_type,
     receptacle_objects,
 )
+from teamgym.envs.thor_assembly.symbolic_metadata import (
+    GRID,
+    Agent,
+    LazyMetadata,
+    Obj,
+    SymbolicEvent,
+    SymbolicMultiAgentEvent,
+    xyz,
+)
 
-__all__ = ["SymbolicController", "SymbolicEvent", "SymbolicMultiAgentEvent"]
-
-GRID = 0.25
-_XYZ0 = {"x": 0.0, "y": 0.0, "z": 0.0}
-
-
-@dataclass
-class _Obj:
-    object_id: str
-    type: str
-    position: tuple[float, float, float]
-    cell: tuple[int, int]
-    pickupable: bool
-    receptacle: bool
-    openable: bool
-    is_open: bool = False
-    parent: str | None = None
-    contents: list[str] = field(default_factory=list)
-    holder: int | None = None
-
-
-@dataclass
-class _Agent:
-    cell: tuple[int, int]
-    rotation: int = 0
-    held: str | None = None
-
-
-def _xyz(x: float, y: float, z: float) -> dict[str, float]:
-    return {"x": float(x), "y": float(y), "z": float(z)}
-
-
-class _LazyMetadata(Mapping[str, Any]):
-    """THOR's per-agent metadata dict, built on first access of each expensive key."""
-
-    def __init__(self, controller: SymbolicController, agent: int, result: dict[str, Any]) -> None:
-        self._c, self._agent, self._data = controller, agent, dict(result)
-        self._full: dict[str, Any] | None = None
-
-    def _materialize(self) -> dict[str, Any]:
-        if self._full is None:
-            self._full = self._c._agent_metadata(self._agent, self._data)
-        return self._full
-
-    def __getitem__(self, key: str) -> Any:
-        if key in self._data:
-            return self._data[key]
-        return self._materialize()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._materialize())
-
-    def __len__(self) -> int:
-        return len(self._materialize())
-
-
-class SymbolicEvent:
-    """One agent's view after a step (THOR's ``Event``: ``metadata``, ``frame``, ``events``)."""
-
-    def __init__(self, metadata: Mapping[str, Any]) -> None:
-        self.metadata = metadata
-        self.frame = None
-        self.events = [self]
-
-    def __bool__(self) -> bool:
-        return bool(self.metadata["lastActionSuccess"])
-
-    def get_object(self, object_id: str) -> dict[str, Any] | None:
-        """The object's metadata, as ``Event.get_object`` in ai2thor."""
-        return next((o for o in self.metadata["objects"] if o["objectId"] == object_id), None)
-
-
-class SymbolicMultiAgentEvent:
-    """THOR's ``MultiAgentEvent``: ``metadata`` of the acting agent, ``events[i]`` per agent."""
-
-    def __init__(self, active_agent_id: int, events: list[SymbolicEvent]) -> None:
-        self.active_agent_id = active_agent_id
-        self.events = events
-        self.metadata = events[active_agent_id].metadata
-        self.frame = None
-
-    def __bool__(self) -> bool:
-        return bool(self.metadata["lastActionSuccess"])
+__all__ = ["GRID", "SymbolicController", "SymbolicEvent", "SymbolicMultiAgentEvent"]
 
 
 class SymbolicController:
@@ -150,11 +73,11 @@ class SymbolicController:
         if "agentCount" in init:
             self.agent_count = int(init["agentCount"])
         self.compat = receptacle_objects()
-        self._static_cache: dict[tuple[str, tuple[float, float, float]], dict[str, Any]] = {}
-        self.objects: dict[str, _Obj] = {}
+        self.static_cache: dict[tuple[str, tuple[float, float, float]], dict[str, Any]] = {}
+        self.objects: dict[str, Obj] = {}
         for object_id, cell, _rot in self.scene.receptacles:
             t = object_type(object_id)
-            self.objects[object_id] = _Obj(
+            self.objects[object_id] = Obj(
                 object_id,
                 t,
                 object_position(object_id),
@@ -174,7 +97,7 @@ class SymbolicController:
             home = self.objects[homes[0]]
             x, y, z = home.position
             object_id = f"{t}|{x:+06.2f}|{y + 0.1:+06.2f}|{z:+06.2f}"
-            obj = _Obj(
+            obj = Obj(
                 object_id,
                 t,
                 (x, y + 0.1, z),
@@ -187,7 +110,7 @@ class SymbolicController:
             self.objects[object_id] = obj
             home.contents.append(object_id)
         cells = sorted(self.scene.grid)
-        self.agents = [_Agent(cells[i % len(cells)]) for i in range(self.agent_count)]
+        self.agents = [Agent(cells[i % len(cells)]) for i in range(self.agent_count)]
         self.sequence = 0
         return self._emit(0, "Initialize", True, "", None, None)
 
@@ -231,7 +154,7 @@ class SymbolicController:
         }
         events = [
             SymbolicEvent(
-                _LazyMetadata(self, i, {**results, "agentId": i} if i != agent else results)
+                LazyMetadata(self, i, {**results, "agentId": i} if i != agent else results)
             )
             for i in range(self.agent_count)
         ]
@@ -251,7 +174,7 @@ class SymbolicController:
         if "agentCount" in init and int(init["agentCount"]) != self.agent_count:
             self.agent_count = int(init["agentCount"])
             cells = sorted(self.scene.grid)
-            self.agents = [_Agent(cells[i % len(cells)]) for i in range(self.agent_count)]
+            self.agents = [Agent(cells[i % len(cells)]) for i in range(self.agent_count)]
         self.grid_size = float(init.get("gridSize", self.grid_size))
         self.visibility_distance = float(init.get("visibilityDistance", self.visibility_distance))
         return self._ok()
@@ -270,7 +193,7 @@ class SymbolicController:
     _do_ChangeResolution = _do_ChangeQuality = _do_Pass
 
     def _do_GetReachablePositions(self, agent: int, **_: Any) -> tuple:
-        return self._ok([_xyz(x * GRID, 0.9, z * GRID) for x, z in sorted(self.scene.grid)])
+        return self._ok([xyz(x * GRID, 0.9, z * GRID) for x, z in sorted(self.scene.grid)])
 
     def _do_Teleport(
         self, agent: int, position: dict[str, float] | None = None, rotation: Any = None, **_: Any
@@ -312,14 +235,14 @@ class SymbolicController:
             self._move_into(obj, self.objects[homes[int(rng.integers(len(homes)))]])
         return self._ok()
 
-    def _move_into(self, obj: _Obj, home: _Obj) -> None:
+    def _move_into(self, obj: Obj, home: Obj) -> None:
         if obj.parent is not None:
             self.objects[obj.parent].contents.remove(obj.object_id)
         obj.parent, obj.cell = home.object_id, home.cell
         obj.position = (home.position[0], home.position[1] + 0.1, home.position[2])
         home.contents.append(obj.object_id)
 
-    def _target(self, agent: int, object_id: str | None) -> _Obj | str:
+    def _target(self, agent: int, object_id: str | None) -> Obj | str:
         if not object_id or object_id not in self.objects:
             return f"Object ID appears to be invalid: {object_id}"
         obj = self.objects[object_id]
@@ -392,7 +315,7 @@ class SymbolicController:
         return self._ok()
 
     # ------------------------------------------------------------------ views
-    def visible(self, agent: int, obj: _Obj) -> bool:
+    def visible(self, agent: int, obj: Obj) -> bool:
         """THOR's ``visible`` flag, by place: see the module docstring."""
         if obj.holder is not None:
             return obj.holder == agent
@@ -402,140 +325,6 @@ class SymbolicController:
         if parent.openable and not parent.is_open:
             return False
         return self.visible(agent, parent)
-
-    def _static_metadata(self, obj: _Obj) -> dict[str, Any]:
-        """The keys of an object's metadata that only change when it moves (cached)."""
-        key = (obj.object_id, obj.position)
-        cached = self._static_cache.get(key)
-        if cached is None:
-            x, y, z = obj.position
-            half = 0.15
-            corners = [
-                [x + dx, y + dy, z + dz]
-                for dx in (-half, half)
-                for dy in (-half, half)
-                for dz in (-half, half)
-            ]
-            cached = {
-                "name": f"{obj.type}_{zlib.crc32(obj.object_id.encode()):08x}",
-                "objectId": obj.object_id,
-                "objectType": obj.type,
-                "position": _xyz(x, y, z),
-                "rotation": dict(_XYZ0),
-                "obstructed": False,
-                "receptacle": obj.receptacle,
-                "openable": obj.openable,
-                "pickupable": obj.pickupable,
-                "moveable": False,
-                "mass": 0.5 if obj.pickupable else 0.0,
-                "salientMaterials": None,
-                "toggleable": False,
-                "isToggled": False,
-                "breakable": False,
-                "isBroken": False,
-                "canFillWithLiquid": False,
-                "isFilledWithLiquid": False,
-                "fillLiquid": None,
-                "dirtyable": False,
-                "isDirty": False,
-                "canBeUsedUp": False,
-                "isUsedUp": False,
-                "cookable": False,
-                "isCooked": False,
-                "temperature": "RoomTemp",
-                "ObjectTemperature": "RoomTemp",
-                "isHeatSource": False,
-                "isColdSource": False,
-                "sliceable": False,
-                "isSliced": False,
-                "isMoving": False,
-                "axisAlignedBoundingBox": {
-                    "cornerPoints": corners,
-                    "center": _xyz(x, y, z),
-                    "size": _xyz(0.3, 0.3, 0.3),
-                },
-                "objectOrientedBoundingBox": {"cornerPoints": corners} if obj.pickupable else None,
-            }
-            self._static_cache[key] = cached
-        return cached
-
-    def _object_metadata(self, obj: _Obj, agent: int) -> dict[str, Any]:
-        ax, az = self.agents[agent].cell
-        x, _, z = obj.position
-        return {
-            **self._static_metadata(obj),
-            "distance": math.hypot(x - ax * GRID, z - az * GRID),
-            "visible": self.visible(agent, obj),
-            "receptacleObjectIds": list(obj.contents) if obj.receptacle else None,
-            "parentReceptacles": [obj.parent] if obj.parent else None,
-            "isOpen": obj.is_open,
-            "openness": 1.0 if obj.is_open else 0.0,
-            "isPickedUp": obj.holder is not None,
-        }
-
-    def _agent_metadata(self, agent: int, results: dict[str, Any]) -> dict[str, Any]:
-        a = self.agents[agent]
-        pos = _xyz(a.cell[0] * GRID, 0.9, a.cell[1] * GRID)
-        held = self.objects[a.held] if a.held else None
-        center, size = self._bounds()
-        return {
-            **results,
-            "objects": [self._object_metadata(o, agent) for o in self.objects.values()],
-            "isSceneAtRest": True,
-            "agent": {
-                "name": f"agent{agent}",
-                "position": pos,
-                "rotation": _xyz(0, a.rotation, 0),
-                "cameraHorizon": 0.0,
-                "isStanding": True,
-                "inHighFrictionArea": False,
-            },
-            "heldObjectPose": {
-                "position": pos,
-                "rotation": dict(_XYZ0),
-                "localPosition": dict(_XYZ0),
-                "localRotation": dict(_XYZ0),
-            },
-            "inventoryObjects": [{"objectId": held.object_id, "objectType": held.type}]
-            if held
-            else [],
-            "sceneName": f"{self.scene.name}_physics",
-            "sceneBounds": {"cornerPoints": [], "center": center, "size": size},
-            "fov": 90.0,
-            "cameraPosition": pos,
-            "cameraOrthSize": 0.0,
-            "thirdPartyCameras": [],
-            "collided": False,
-            "collidedObjects": [],
-            "screenWidth": self.width,
-            "screenHeight": self.height,
-            "colors": None,
-            "colorBounds": None,
-            "flatSurfacesOnGrid": [],
-            "distances": [],
-            "normals": [],
-            "isOpenableGrid": [],
-            "segmentedObjectIds": [],
-            "objectIdsInBox": [],
-            "actionIntReturn": 0,
-            "actionFloatReturn": 0.0,
-            "actionStringsReturn": [],
-            "actionFloatsReturn": [],
-            "actionVector3sReturn": [],
-            "visibleRange": None,
-            "currentTime": 0.0,
-        }
-
-    def _bounds(self) -> tuple[dict[str, float], dict[str, float]]:
-        if getattr(self, "_bounds_scene", None) != self.scene.name:
-            xs = [c[0] * GRID for c in self.scene.grid]
-            zs = [c[1] * GRID for c in self.scene.grid]
-            self._bounds_value = (
-                _xyz((min(xs) + max(xs)) / 2, 1.5, (min(zs) + max(zs)) / 2),
-                _xyz(max(xs) - min(xs), 3.0, max(zs) - min(zs)),
-            )
-            self._bounds_scene = self.scene.name
-        return self._bounds_value
 
     def metadata_dict(self, agent: int) -> dict[str, Any]:
         """A plain (materialised) metadata dict of ``agent`` for the last event, e.g. to send."""

@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from teamgym.envs.thor_assembly.symbolic import GRID
+
 __all__ = ["THOR_COMMIT", "ThorBackendError", "make_thor_controller"]
 
 #: The Unity build ai2thor 5.0.0 pins (``ai2thor/_builds.py``); set ``commit_id`` to change it.
@@ -70,47 +72,63 @@ def make_thor_controller(
         agentCount=num_agents,
         width=width,
         height=height,
-        gridSize=0.25,
+        gridSize=GRID,
         server_timeout=step_timeout,
         server_start_timeout=start_timeout,
         **initialize,
     )
     if local_executable_path is not None:
-        exe = Path(local_executable_path)
-        if not exe.is_file() or not os.access(exe, os.X_OK):
-            raise ThorBackendError(f"local_executable_path={exe} is not an executable file")
-        display = x_display or os.environ.get("DISPLAY")
-        if not display:
-            raise ThorBackendError(
-                "local_executable_path needs a display string: ai2thor 5.0.0 launches it as Linux64 "
-                "and fails with a TypeError otherwise. Pass backend_options={'x_display': ':0'} "
-                "(e.g. under Xvfb), or set DISPLAY."
-            )
-        kwargs.update(local_executable_path=str(exe), x_display=display)
+        kwargs.update(_local_build(local_executable_path, x_display))
     else:
-        platform = platform or "Linux64"
-        if platform == "CloudRendering":
-            if ctypes.util.find_library("vulkan") is None:
-                raise ThorBackendError(
-                    "platform='CloudRendering' needs the Vulkan loader (libvulkan1) and a GPU driver: "
-                    "sudo apt-get install -y libvulkan1, then check with vulkaninfo (vulkan-tools)."
-                )
-            kwargs["platform"] = ai2thor.platform.CloudRendering
-        else:
-            kwargs.update(headless=True, x_display=x_display or os.environ.get("DISPLAY") or ":0")
-        kwargs["commit_id"] = commit_id
-        if not _cache_dir(platform, commit_id).is_dir():
-            offline_hint = (
-                f"no AI2-THOR build for commit {commit_id} on platform {platform} is cached in "
-                f"{_cache_dir(platform, commit_id)}. On a connected machine run: python -c "
-                f"\"import ai2thor.controller as c; c.Controller(download_only=True, platform='{platform}')\" "
-                "and copy ~/.ai2thor/releases/ here, pass backend_options={'local_executable_path': ...}, "
-                "or allow ai2thor to download it (about 500 MB) with backend_options={'allow_download': True}."
-            )
-            if not allow_download:
-                raise ThorBackendError(offline_hint)
-            kwargs["_offline_hint"] = offline_hint
+        kwargs.update(_release_build(platform or "Linux64", x_display, commit_id, allow_download))
     return _start(ai2thor.controller.Controller, kwargs, start_timeout)
+
+
+def _local_build(local_executable_path: str, x_display: str | None) -> dict[str, Any]:
+    """Controller arguments for a Unity build on disk (ai2thor launches it as Linux64)."""
+    exe = Path(local_executable_path)
+    if not exe.is_file() or not os.access(exe, os.X_OK):
+        raise ThorBackendError(f"local_executable_path={exe} is not an executable file")
+    display = x_display or os.environ.get("DISPLAY")
+    if not display:
+        raise ThorBackendError(
+            "local_executable_path needs a display string: ai2thor 5.0.0 launches it as Linux64 "
+            "and fails with a TypeError otherwise. Pass backend_options={'x_display': ':0'} "
+            "(e.g. under Xvfb), or set DISPLAY."
+        )
+    return {"local_executable_path": str(exe), "x_display": display}
+
+
+def _release_build(
+    platform: str, x_display: str | None, commit_id: str, allow_download: bool
+) -> dict[str, Any]:
+    """Controller arguments for a released build of ``commit_id``, refused early when it is
+    not cached and downloading is not allowed."""
+    import ai2thor.platform
+
+    kwargs: dict[str, Any] = {}
+    if platform == "CloudRendering":
+        if ctypes.util.find_library("vulkan") is None:
+            raise ThorBackendError(
+                "platform='CloudRendering' needs the Vulkan loader (libvulkan1) and a GPU driver: "
+                "sudo apt-get install -y libvulkan1, then check with vulkaninfo (vulkan-tools)."
+            )
+        kwargs["platform"] = ai2thor.platform.CloudRendering
+    else:
+        kwargs.update(headless=True, x_display=x_display or os.environ.get("DISPLAY") or ":0")
+    kwargs["commit_id"] = commit_id
+    if not _cache_dir(platform, commit_id).is_dir():
+        offline_hint = (
+            f"no AI2-THOR build for commit {commit_id} on platform {platform} is cached in "
+            f"{_cache_dir(platform, commit_id)}. On a connected machine run: python -c "
+            f"\"import ai2thor.controller as c; c.Controller(download_only=True, platform='{platform}')\" "
+            "and copy ~/.ai2thor/releases/ here, pass backend_options={'local_executable_path': ...}, "
+            "or allow ai2thor to download it (about 500 MB) with backend_options={'allow_download': True}."
+        )
+        if not allow_download:
+            raise ThorBackendError(offline_hint)
+        kwargs["_offline_hint"] = offline_hint
+    return kwargs
 
 
 def _start(controller_cls: type, kwargs: dict[str, Any], start_timeout: float) -> Any:

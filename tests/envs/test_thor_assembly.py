@@ -30,16 +30,16 @@ def _arrive(env, robots: list[str], place_name: str):
     """Send robots to a place and wait until all are there."""
     _step(env, dict.fromkeys(robots, f"goto {place_name}"))
     for _ in range(50):
-        if all(env.at[r] == env.ids_by_name[place_name] for r in robots):
+        if all(env.assembly.at[r] == env.assembly.ids_by_name[place_name] for r in robots):
             return
         _step(env, {})
     raise AssertionError(f"{robots} never reached {place_name}")
 
 
 def _hidden_part(env) -> str:
-    for part, oid in env.part_ids.items():
-        parent = env.obj[oid]["parentReceptacles"][0]
-        if env.obj[parent]["openable"] and not env.obj[parent]["isOpen"]:
+    for part, oid in env.assembly.part_ids.items():
+        parent = env.assembly.obj[oid]["parentReceptacles"][0]
+        if env.assembly.obj[parent]["openable"] and not env.assembly.obj[parent]["isOpen"]:
             return part
     raise AssertionError("generation promises a hidden part")
 
@@ -55,15 +55,15 @@ def test_closed_receptacle_hides_its_contents() -> None:
     env = make(ID, num_agents=2, recipe="breakfast_tray", num_heavy=0)
     env.reset(seed=3)
     part = _hidden_part(env)
-    place = env.obj[env.part_ids[part]]["parentReceptacles"][0]
-    pname = env.names[place]
+    place = env.assembly.obj[env.assembly.part_ids[part]]["parentReceptacles"][0]
+    pname = env.assembly.names[place]
     _arrive(env, ["robot_0"], pname)
     obs, _, _, _, infos = _step(env, {})
     assert f"{pname} is closed." in obs["robot_0"]
-    assert env.part_ids[part] not in env.names, "an unseen part has no name yet"
+    assert env.assembly.part_ids[part] not in env.assembly.names, "an unseen part has no name yet"
     assert not any(a.startswith("pickup") for a in infos["robot_0"]["valid_actions"])
     obs, _, _, _, infos = _step(env, {"robot_0": f"open {pname}"})
-    name = env.names[env.part_ids[part]]
+    name = env.assembly.names[env.assembly.part_ids[part]]
     assert name == f"{part}_1" and name in obs["robot_0"]
     assert f"pickup {name}" in infos["robot_0"]["valid_actions"]
     assert name not in obs["robot_1"], "robot_1 is elsewhere and sees nothing of it"
@@ -72,30 +72,30 @@ def test_closed_receptacle_hides_its_contents() -> None:
 def test_heavy_part_needs_two_robots_to_lift_and_carry() -> None:
     env = make(ID, num_agents=3, recipe="media_kit", num_heavy=1, defect_rate=0.0)
     env.reset(seed=1)
-    (heavy,) = env.heavy
-    oid = env.part_ids[heavy]
-    place = env.obj[oid]["parentReceptacles"][0]
-    _arrive(env, ["robot_0", "robot_1"], env.names[place])
-    if env.obj[place]["openable"] and not env.obj[place]["isOpen"]:
-        _step(env, {"robot_0": f"open {env.names[place]}"})
-    name = env.names[oid]
+    (heavy,) = env.assembly.heavy
+    oid = env.assembly.part_ids[heavy]
+    place = env.assembly.obj[oid]["parentReceptacles"][0]
+    _arrive(env, ["robot_0", "robot_1"], env.assembly.names[place])
+    if env.assembly.obj[place]["openable"] and not env.assembly.obj[place]["isOpen"]:
+        _step(env, {"robot_0": f"open {env.assembly.names[place]}"})
+    name = env.assembly.names[oid]
     _, _, _, _, infos = _step(env, {"robot_0": f"pickup {name}"})
     assert "heavy: two robots must" in infos["robot_0"]["feedback"]
     _, _, _, _, infos = _step(env, {"robot_0": f"pickup {name}", "robot_1": f"pickup {name}"})
-    assert "lifted" in infos["robot_0"]["feedback"] and env.carry[heavy] in (
+    assert "lifted" in infos["robot_0"]["feedback"] and env.assembly.carry[heavy] in (
         ("robot_0", "robot_1"),
         ("robot_1", "robot_0"),
     )
-    bench = env.names[env.workbench]
-    other = next(p for p in env.place_ids if p not in (env.workbench, place))
+    bench = env.assembly.names[env.assembly.workbench]
+    other = next(p for p in env.assembly.place_ids if p not in (env.assembly.workbench, place))
     _, _, _, _, infos = _step(
-        env, {"robot_0": f"goto {bench}", "robot_1": f"goto {env.names[other]}"}
+        env, {"robot_0": f"goto {bench}", "robot_1": f"goto {env.assembly.names[other]}"}
     )
     assert "both must give the same goto" in infos["robot_0"]["feedback"]
-    assert env.at["robot_0"] == place, "the pair did not move"
+    assert env.assembly.at["robot_0"] == place, "the pair did not move"
     _arrive(env, ["robot_0", "robot_1"], bench)
     _, rewards, _, _, infos = _step(env, {"robot_1": f"put {bench}"})
-    assert heavy in env.placed
+    assert heavy in env.assembly.placed
     done = [e for e in infos["robot_0"]["events"] if e["type"] == "subtask_completed"]
     assert done == [
         {"type": "subtask_completed", "subtask": f"fetch {heavy}", "agents": ["robot_0", "robot_1"]}
@@ -121,18 +121,21 @@ def test_connection_is_a_joint_action_at_the_workbench() -> None:
     env = make(ID, num_agents=2, recipe="spa_basket", num_heavy=0, defect_rate=0.0)
     env._test_seed = 4
     expert = make_baseline(ID, "expert")
-    _expert_until(env, expert, lambda e: set(e.recipe.parts) <= e.placed)
-    bench = env.names[env.workbench]
+    _expert_until(env, expert, lambda e: set(e.assembly.recipe.parts) <= e.assembly.placed)
+    bench = env.assembly.names[env.assembly.workbench]
     _arrive(env, ["robot_0", "robot_1"], bench)
-    a, b = env.connections[0]
-    na, nb = env.names[env.part_ids[a]], env.names[env.part_ids[b]]
+    a, b = env.assembly.connections[0]
+    na, nb = (
+        env.assembly.names[env.assembly.part_ids[a]],
+        env.assembly.names[env.assembly.part_ids[b]],
+    )
     _, _, _, _, infos = _step(env, {"robot_0": f"attach {nb} to {na}"})
     assert f"a teammate must 'hold {na}'" in infos["robot_0"]["feedback"]
-    assert env.conn_state[(a, b)] == "todo"
+    assert env.assembly.conn_state[(a, b)] == "todo"
     _, rewards, _, _, infos = _step(
         env, {"robot_0": f"attach {nb} to {na}", "robot_1": f"hold {na}"}
     )
-    assert env.conn_state[(a, b)] == "fixed"
+    assert env.assembly.conn_state[(a, b)] == "fixed"
     assert {
         "type": "subtask_completed",
         "subtask": f"connect {a}+{b}",
@@ -144,22 +147,24 @@ def test_connection_is_a_joint_action_at_the_workbench() -> None:
 def test_failed_inspection_names_the_rework_and_the_team_recovers() -> None:
     env = make(ID, num_agents=4, recipe="breakfast_tray", defect_rate=0.9, max_steps=400)
     env.reset(seed=2)
-    bench = env.names[env.workbench]
+    bench = env.assembly.names[env.assembly.workbench]
     _arrive(env, ["robot_0"], bench)
     _, _, _, _, infos = _step(env, {"robot_0": "inspect"})
     assert "Inspection failed: parts missing from the workbench:" in infos["robot_0"]["feedback"]
     env._test_seed = 2
     expert = make_baseline(ID, "expert")
     _obs, infos = _expert_until(
-        env, expert, lambda e: e.last_inspection is not None and "faulty" in e.last_inspection
+        env,
+        expert,
+        lambda e: e.assembly.last_inspection is not None and "faulty" in e.assembly.last_inspection,
     )
-    assert "faulty connections to redo" in env.last_inspection
-    failed = [c for c in env.connections if env.conn_state[c] == "todo"]
+    assert "faulty connections to redo" in env.assembly.last_inspection
+    failed = [c for c in env.assembly.connections if env.assembly.conn_state[c] == "todo"]
     assert failed, "faulty connections are back to 'to do'"
     metrics = run_episode(env, expert, seed=2)
-    assert metrics.success and metrics.counts["subtasks_completed"] > len(env.recipe.parts) + len(
-        env.connections
-    )
+    assert metrics.success and metrics.counts["subtasks_completed"] > len(
+        env.assembly.recipe.parts
+    ) + len(env.assembly.connections)
 
 
 def test_planning_turn_is_parsed_scored_and_shown() -> None:
@@ -231,13 +236,13 @@ def test_plan_parser_fuzz(text: str) -> None:
 def test_turn_order_is_seeded_and_conflicts_resolve_as_thor_does() -> None:
     env = make(ID, num_agents=2, recipe="spa_basket", num_heavy=0)
     env.reset(seed=5)
-    part = next(p for p in env.recipe.parts if p not in env.heavy)
-    oid = env.part_ids[part]
-    place = env.obj[oid]["parentReceptacles"][0]
-    _arrive(env, ["robot_0", "robot_1"], env.names[place])
-    if env.obj[place]["openable"] and not env.obj[place]["isOpen"]:
-        _step(env, {"robot_0": f"open {env.names[place]}"})
-    name = env.names[oid]
+    part = next(p for p in env.assembly.recipe.parts if p not in env.assembly.heavy)
+    oid = env.assembly.part_ids[part]
+    place = env.assembly.obj[oid]["parentReceptacles"][0]
+    _arrive(env, ["robot_0", "robot_1"], env.assembly.names[place])
+    if env.assembly.obj[place]["openable"] and not env.assembly.obj[place]["isOpen"]:
+        _step(env, {"robot_0": f"open {env.assembly.names[place]}"})
+    name = env.assembly.names[oid]
     _, _, _, _, infos = _step(env, {"robot_0": f"pickup {name}", "robot_1": f"pickup {name}"})
     order = infos["robot_0"]["turn_order"]
     assert sorted(order) == ["robot_0", "robot_1"]
@@ -450,7 +455,7 @@ def test_recipes_are_data_and_bad_ones_are_refused(tmp_path: Path) -> None:
     )
     env = make(ID, num_agents=2, recipes=str(path))
     m = run_episode(env, make_baseline(ID, "expert"), seed=0)
-    assert m.success and env.recipe.name == "fruit_bowl"
+    assert m.success and env.assembly.recipe.name == "fruit_bowl"
     path.write_text(
         "- name: bad\n  rooms: [kitchen]\n  workbench: [CounterTop]\n  parts: [Bowl, Sofa]\n  connections: []\n"
     )

@@ -31,11 +31,11 @@ def stand_in(tmp_path_factory) -> Path:
 
 def _task_state(env) -> tuple:
     return (
-        sorted(env.placed),
-        sorted(env.conn_state.items()),
-        sorted((a, env.at[a]) for a in env.possible_agents),
-        sorted(env.travel.items()),
-        env.inspection_passed,
+        sorted(env.assembly.placed),
+        sorted(env.assembly.conn_state.items()),
+        sorted((a, env.assembly.at[a]) for a in env.possible_agents),
+        sorted(env.assembly.travel.items()),
+        env.assembly.inspection_passed,
     )
 
 

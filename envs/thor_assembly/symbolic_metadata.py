@@ -1,0 +1,262 @@
+"""THOR's metadata and events for the symbolic world: the ``Event`` / ``MultiAgentEvent``
+classes and the per-object and per-agent metadata dicts, built lazily (most steps read few keys).
+
+Apart from ``symbolic.py`` so that the controller there reads as the world's rules only.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from teamgym.envs.thor_assembly.scenes import Scene
+
+if TYPE_CHECKING:
+    from teamgym.envs.thor_assembly.symbolic import SymbolicController
+
+__all__ = [
+    "GRID",
+    "Agent",
+    "LazyMetadata",
+    "Obj",
+    "SymbolicEvent",
+    "SymbolicMultiAgentEvent",
+    "agent_metadata",
+    "object_metadata",
+    "scene_bounds",
+    "static_metadata",
+    "xyz",
+]
+
+GRID = 0.25
+XYZ0 = {"x": 0.0, "y": 0.0, "z": 0.0}
+_BOUNDS: dict[str, tuple[dict[str, float], dict[str, float]]] = {}
+
+
+@dataclass
+class Obj:
+    """An object of the symbolic world (a receptacle or a pickupable part)."""
+
+    object_id: str
+    type: str
+    position: tuple[float, float, float]
+    cell: tuple[int, int]
+    pickupable: bool
+    receptacle: bool
+    openable: bool
+    is_open: bool = False
+    parent: str | None = None
+    contents: list[str] = field(default_factory=list)
+    holder: int | None = None
+
+
+@dataclass
+class Agent:
+    """A robot of the symbolic world: its cell, its yaw, what it holds."""
+
+    cell: tuple[int, int]
+    rotation: int = 0
+    held: str | None = None
+
+
+def xyz(x: float, y: float, z: float) -> dict[str, float]:
+    """A THOR vector."""
+    return {"x": float(x), "y": float(y), "z": float(z)}
+
+
+class LazyMetadata(Mapping[str, Any]):
+    """THOR's per-agent metadata dict, built on first access of each expensive key."""
+
+    def __init__(self, controller: SymbolicController, agent: int, result: dict[str, Any]) -> None:
+        self._c, self._agent, self._data = controller, agent, dict(result)
+        self._full: dict[str, Any] | None = None
+
+    def _materialize(self) -> dict[str, Any]:
+        if self._full is None:
+            self._full = agent_metadata(self._c, self._agent, self._data)
+        return self._full
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._data:
+            return self._data[key]
+        return self._materialize()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._materialize())
+
+    def __len__(self) -> int:
+        return len(self._materialize())
+
+
+class SymbolicEvent:
+    """One agent's view after a step (THOR's ``Event``: ``metadata``, ``frame``, ``events``)."""
+
+    def __init__(self, metadata: Mapping[str, Any]) -> None:
+        self.metadata = metadata
+        self.frame = None
+        self.events = [self]
+
+    def __bool__(self) -> bool:
+        return bool(self.metadata["lastActionSuccess"])
+
+    def get_object(self, object_id: str) -> dict[str, Any] | None:
+        """The object's metadata, as ``Event.get_object`` in ai2thor."""
+        return next((o for o in self.metadata["objects"] if o["objectId"] == object_id), None)
+
+
+class SymbolicMultiAgentEvent:
+    """THOR's ``MultiAgentEvent``: ``metadata`` of the acting agent, ``events[i]`` per agent."""
+
+    def __init__(self, active_agent_id: int, events: list[SymbolicEvent]) -> None:
+        self.active_agent_id = active_agent_id
+        self.events = events
+        self.metadata = events[active_agent_id].metadata
+        self.frame = None
+
+    def __bool__(self) -> bool:
+        return bool(self.metadata["lastActionSuccess"])
+
+
+def static_metadata(
+    obj: Obj, cache: dict[tuple[str, tuple[float, float, float]], dict[str, Any]]
+) -> dict[str, Any]:
+    """The keys of an object's metadata that only change when it moves (cached)."""
+    key = (obj.object_id, obj.position)
+    cached = cache.get(key)
+    if cached is None:
+        x, y, z = obj.position
+        half = 0.15
+        corners = [
+            [x + dx, y + dy, z + dz]
+            for dx in (-half, half)
+            for dy in (-half, half)
+            for dz in (-half, half)
+        ]
+        cached = {
+            "name": f"{obj.type}_{zlib.crc32(obj.object_id.encode()):08x}",
+            "objectId": obj.object_id,
+            "objectType": obj.type,
+            "position": xyz(x, y, z),
+            "rotation": dict(XYZ0),
+            "obstructed": False,
+            "receptacle": obj.receptacle,
+            "openable": obj.openable,
+            "pickupable": obj.pickupable,
+            "moveable": False,
+            "mass": 0.5 if obj.pickupable else 0.0,
+            "salientMaterials": None,
+            "toggleable": False,
+            "isToggled": False,
+            "breakable": False,
+            "isBroken": False,
+            "canFillWithLiquid": False,
+            "isFilledWithLiquid": False,
+            "fillLiquid": None,
+            "dirtyable": False,
+            "isDirty": False,
+            "canBeUsedUp": False,
+            "isUsedUp": False,
+            "cookable": False,
+            "isCooked": False,
+            "temperature": "RoomTemp",
+            "ObjectTemperature": "RoomTemp",
+            "isHeatSource": False,
+            "isColdSource": False,
+            "sliceable": False,
+            "isSliced": False,
+            "isMoving": False,
+            "axisAlignedBoundingBox": {
+                "cornerPoints": corners,
+                "center": xyz(x, y, z),
+                "size": xyz(0.3, 0.3, 0.3),
+            },
+            "objectOrientedBoundingBox": {"cornerPoints": corners} if obj.pickupable else None,
+        }
+        cache[key] = cached
+    return cached
+
+
+def object_metadata(world: SymbolicController, obj: Obj, agent: int) -> dict[str, Any]:
+    """An object's metadata as one agent sees it."""
+    ax, az = world.agents[agent].cell
+    x, _, z = obj.position
+    return {
+        **static_metadata(obj, world.static_cache),
+        "distance": math.hypot(x - ax * GRID, z - az * GRID),
+        "visible": world.visible(agent, obj),
+        "receptacleObjectIds": list(obj.contents) if obj.receptacle else None,
+        "parentReceptacles": [obj.parent] if obj.parent else None,
+        "isOpen": obj.is_open,
+        "openness": 1.0 if obj.is_open else 0.0,
+        "isPickedUp": obj.holder is not None,
+    }
+
+
+def agent_metadata(
+    world: SymbolicController, agent: int, results: dict[str, Any]
+) -> dict[str, Any]:
+    """One agent's full THOR metadata after an action with ``results``."""
+    a = world.agents[agent]
+    pos = xyz(a.cell[0] * GRID, 0.9, a.cell[1] * GRID)
+    held = world.objects[a.held] if a.held else None
+    center, size = scene_bounds(world.scene)
+    return {
+        **results,
+        "objects": [object_metadata(world, o, agent) for o in world.objects.values()],
+        "isSceneAtRest": True,
+        "agent": {
+            "name": f"agent{agent}",
+            "position": pos,
+            "rotation": xyz(0, a.rotation, 0),
+            "cameraHorizon": 0.0,
+            "isStanding": True,
+            "inHighFrictionArea": False,
+        },
+        "heldObjectPose": {
+            "position": pos,
+            "rotation": dict(XYZ0),
+            "localPosition": dict(XYZ0),
+            "localRotation": dict(XYZ0),
+        },
+        "inventoryObjects": [{"objectId": held.object_id, "objectType": held.type}] if held else [],
+        "sceneName": f"{world.scene.name}_physics",
+        "sceneBounds": {"cornerPoints": [], "center": center, "size": size},
+        "fov": 90.0,
+        "cameraPosition": pos,
+        "cameraOrthSize": 0.0,
+        "thirdPartyCameras": [],
+        "collided": False,
+        "collidedObjects": [],
+        "screenWidth": world.width,
+        "screenHeight": world.height,
+        "colors": None,
+        "colorBounds": None,
+        "flatSurfacesOnGrid": [],
+        "distances": [],
+        "normals": [],
+        "isOpenableGrid": [],
+        "segmentedObjectIds": [],
+        "objectIdsInBox": [],
+        "actionIntReturn": 0,
+        "actionFloatReturn": 0.0,
+        "actionStringsReturn": [],
+        "actionFloatsReturn": [],
+        "actionVector3sReturn": [],
+        "visibleRange": None,
+        "currentTime": 0.0,
+    }
+
+
+def scene_bounds(scene: Scene) -> tuple[dict[str, float], dict[str, float]]:
+    """(center, size) of a scene's floor, as THOR's ``sceneBounds`` (cached per scene)."""
+    if scene.name not in _BOUNDS:
+        xs = [c[0] * GRID for c in scene.grid]
+        zs = [c[1] * GRID for c in scene.grid]
+        _BOUNDS[scene.name] = (
+            xyz((min(xs) + max(xs)) / 2, 1.5, (min(zs) + max(zs)) / 2),
+            xyz(max(xs) - min(xs), 3.0, max(zs) - min(zs)),
+        )
+    return _BOUNDS[scene.name]

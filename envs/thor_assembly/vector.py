@@ -1,0 +1,105 @@
+"""The vector view of ``thor-assembly-v0`` (``obs_mode="vector"``): fixed action slots mapped
+to this episode's names, and a fixed-size numeric observation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from teamgym.envs.thor_assembly.state import AssemblyState
+
+__all__ = ["MAX_PARTS", "MAX_PLACES", "SlotTexts", "action_slots", "vector_observation"]
+
+MAX_PLACES = 48
+MAX_PARTS = 6
+VECTOR_SIZE = MAX_PLACES + 4 + MAX_PARTS * 5 + MAX_PARTS * MAX_PARTS + 3
+_PLACE_VERBS = ("goto", "open", "close", "put")
+
+
+def action_slots() -> list[tuple[str, str | None]]:
+    """Every vector action slot, fixed for the env's life: place and part indices stand for
+    this episode's places and recipe parts."""
+    slots: list[tuple[str, str | None]] = [("wait", None), ("inspect", None), ("plan", None)]
+    slots += [(f"{verb} place {k}", None) for verb in _PLACE_VERBS for k in range(MAX_PLACES)]
+    slots += [(f"{verb} part {j}", None) for verb in ("pickup", "hold") for j in range(MAX_PARTS)]
+    slots += [
+        (f"attach part {j} to part {m}", None)
+        for j in range(MAX_PARTS)
+        for m in range(MAX_PARTS)
+        if j != m
+    ]
+    return slots
+
+
+class SlotTexts:
+    """The text action of every slot now, cached until a new object gets a name."""
+
+    def __init__(self, slots: list[tuple[str, str | None]]) -> None:
+        self.slots = slots
+        self._key: tuple | None = None
+        self._texts: list[str] = []
+
+    def texts(self, state: AssemblyState) -> list[str]:
+        """Slot index -> text command for this episode's names."""
+        key = (id(state.recipe), len(state.names), state.place_ids and state.place_ids[0])
+        if self._key != key:
+            self._key, self._texts = key, [_slot_text(state, slot) for slot, _ in self.slots]
+        return self._texts
+
+
+def _slot_text(state: AssemblyState, slot: str) -> str:
+    words = slot.split()
+    if words[1:2] == ["place"]:
+        k = int(words[2])
+        return f"{words[0]} {state.names[state.place_ids[k]]}" if k < len(state.place_ids) else slot
+    if words[0] in ("pickup", "hold"):
+        name = _part_name(state, int(words[2]))
+        return f"{words[0]} {name}" if name else f"{words[0]} part {words[2]}"
+    if words[0] == "attach":
+        na, nb = _part_name(state, int(words[2])), _part_name(state, int(words[5]))
+        return f"attach {na} to {nb}" if na and nb else slot
+    return slot
+
+
+def _part_name(state: AssemblyState, j: int) -> str | None:
+    parts = state.recipe.parts
+    return state.part_name(parts[j]) if j < len(parts) else None
+
+
+def vector_observation(state: AssemblyState, robot: str, progress: float) -> np.ndarray:
+    """[place one-hot | travelling, at workbench, holding, planning | per part: named, placed,
+    visible, held, heavy | connection matrix (1 made, .5 to do) | passed, progress, mates]."""
+    out = np.zeros(VECTOR_SIZE, dtype=np.float32)
+    here = state.at[robot]
+    if here is not None:
+        out[state.place_ids.index(here)] = 1.0
+    held = state.holding_part(robot)
+    base = MAX_PLACES
+    out[base : base + 4] = (
+        float(robot in state.travel),
+        float(here == state.workbench),
+        float(held is not None),
+        float(state.phase == "plan"),
+    )
+    base += 4
+    visible = set(state.view[robot]["visible"])
+    for j, part in enumerate(state.recipe.parts):
+        oid = state.part_ids[part]
+        out[base + 5 * j : base + 5 * j + 5] = (
+            float(oid in state.names),
+            float(part in state.placed),
+            float(oid in visible),
+            float(held == part),
+            float(part in state.heavy),
+        )
+    base += 5 * MAX_PARTS
+    index = {p: j for j, p in enumerate(state.recipe.parts)}
+    for a, b in state.connections:
+        out[base + index[a] * MAX_PARTS + index[b]] = (
+            1.0 if state.conn_state[(a, b)] == "fixed" else 0.5
+        )
+    base += MAX_PARTS * MAX_PARTS
+    out[base] = float(state.inspection_passed)
+    out[base + 1] = min(1.0, progress)
+    mates = sum(1 for a in state.robots if a != robot and here and state.at[a] == here)
+    out[base + 2] = mates / 8
+    return out

@@ -14,8 +14,17 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
-__all__ = ["CHAT_TEMPLATE", "LocalModelConfig", "build_local_model", "env_corpus"]
+__all__ = [
+    "CHAT_TEMPLATE",
+    "LocalModelConfig",
+    "build_local_model",
+    "build_model",
+    "build_tokenizer",
+    "directory_hash",
+    "env_corpus",
+]
 
 #: ChatML, as Qwen2 renders it (VERL's Qwen continuous-token builder expects this layout).
 CHAT_TEMPLATE = (
@@ -50,9 +59,8 @@ class LocalModelConfig:
     """Baseline episodes per registered env whose text trains the tokenizer."""
     corpus_baselines: tuple[str, ...] = ("random", "expert")
     """Baselines whose episodes make the corpus (those an env lacks are skipped): a fixed list,
-    so registering a new baseline does not change the models this builds. The learning results
-    depend on the tokenizer (a corpus with the ``babbler``'s replies too gave a warm-up model
-    that learned nothing in 20 GRPO steps where this one learns)."""
+    so registering a new baseline does not change the models this builds (learning results
+    depend on the tokenizer)."""
     seed: int = 0
     """Seeds the corpus episodes and the weight initialisation."""
 
@@ -93,15 +101,28 @@ def env_corpus(
 
 def build_local_model(out_dir: str | Path, config: LocalModelConfig | None = None) -> Path:
     """Build and save the tokenizer and a randomly initialised Qwen2 model into ``out_dir``."""
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
-
     config = config or LocalModelConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer(config)
+    tokenizer.save_pretrained(out)
+    model = build_model(config, tokenizer)
+    model.save_pretrained(out, safe_serialization=True)
+    (out / "teamgym_model.json").write_text(
+        json.dumps(
+            {"builder": "teamgym.adapters.local_model", **asdict(config)}, indent=2, sort_keys=True
+        )
+        + "\n"
+    )
+    return out
 
-    # 1. tokenizer: byte-level BPE on the environments' own text (so "\n" is one token)
+
+def build_tokenizer(config: LocalModelConfig) -> Any:
+    """A byte-level BPE tokenizer trained on the environments' own text (so "\\n" is one
+    token), with the ChatML chat template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
     corpus = sorted(
         set(
             env_corpus(
@@ -131,9 +152,14 @@ def build_local_model(out_dir: str | Path, config: LocalModelConfig | None = Non
         model_max_length=config.max_position_embeddings,
     )
     tokenizer.chat_template = CHAT_TEMPLATE
-    tokenizer.save_pretrained(out)
+    return tokenizer
 
-    # 2. model: a standard architecture, randomly initialised from the seed
+
+def build_model(config: LocalModelConfig, tokenizer: Any) -> Any:
+    """A standard ``Qwen2ForCausalLM`` for ``tokenizer``, randomly initialised from the seed."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
     model_config = Qwen2Config(
         vocab_size=len(tokenizer),
         hidden_size=config.hidden_size,
@@ -156,14 +182,7 @@ def build_local_model(out_dir: str | Path, config: LocalModelConfig | None = Non
     model = Qwen2ForCausalLM(model_config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(out, safe_serialization=True)
-    (out / "teamgym_model.json").write_text(
-        json.dumps(
-            {"builder": "teamgym.adapters.local_model", **asdict(config)}, indent=2, sort_keys=True
-        )
-        + "\n"
-    )
-    return out
+    return model
 
 
 def directory_hash(path: str | Path) -> str:

@@ -12,35 +12,25 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from teamgym.adapters.train_args import TrainArgs
 
 __all__ = ["STAGES", "Stage", "run_stage", "summarize", "two_proportion_z"]
 
 
 @dataclass(frozen=True)
 class Stage:
-    """One learning benchmark: a model size, an env setup, the trainer's settings, a target."""
+    """One learning benchmark: a model size, the trainer's settings, a target."""
 
     description: str
-    env_kwargs: dict[str, Any]
-    teammates: dict[str, str] = field(default_factory=dict)
+    """What is learned, and the chance level."""
+    settings: TrainArgs
+    """The trainer's settings; ``model``, ``out``, ``seed`` and ``resume`` are set per run."""
     model: dict[str, Any] = field(default_factory=dict)
     """``LocalModelConfig`` fields."""
-    steps: int = 60
-    lr: float = 3e-4
-    kl_coef: float = 0.001
-    kl_limit: float = 10.0
-    """A learning curve, not a guarded production run: the KL guard is off."""
-    episodes_per_step: int = 16
-    group_size: int = 8
-    max_reply_tokens: int = 10
-    warmup_steps: int = 300
-    warmup_policy: str = "random"
-    """Teacher of the format warm-up: a baseline with valid but uninformative replies."""
-    eval_every: int = 10
-    eval_episodes: int = 128
     target: float = 0.9
     """Held-out greedy success the stage aims at."""
 
@@ -55,37 +45,56 @@ LEARNER = {
     "sliding_window": 64,
 }
 
+#: What every stage changes from ``TrainArgs``' defaults: bigger batches and evaluations, short
+#: replies, a weak KL, and no KL guard (a learning curve, not a guarded production run).
+BENCHMARK = TrainArgs(
+    model="",
+    out="",
+    steps=60,
+    episodes_per_step=16,
+    kl_coef=0.001,
+    kl_limit=10.0,
+    max_reply_tokens=10,
+    eval_episodes=128,
+)
+
 STAGES: dict[str, Stage] = {
     "listener": Stage(
         description="signal-v0, the speaker played by the scripted expert, the listener learns "
         "to pick the object the message names (2 candidates, chance 0.5)",
-        env_kwargs={
-            "num_rounds": 1,
-            "speaker": "fixed",
-            "num_candidates": 2,
-            "num_attributes": 1,
-            "pick_by": "name",
-        },
-        teammates={"robot_0": "expert"},
+        settings=replace(
+            BENCHMARK,
+            env_kwargs={
+                "num_rounds": 1,
+                "speaker": "fixed",
+                "num_candidates": 2,
+                "num_attributes": 1,
+                "pick_by": "name",
+            },
+            teammates={"robot_0": "expert"},
+            steps=100,
+        ),
         model=LEARNER,
-        steps=100,
         target=0.9,
     ),
     "team": Stage(
         description="signal-v0, both agents learn with one shared model from the format warm-up: "
         "the speaker must describe the target, the listener pick it (3 candidates, chance 1/3)",
-        env_kwargs={
-            "num_rounds": 1,
-            "speaker": "fixed",
-            "num_candidates": 3,
-            "num_attributes": 1,
-            "pick_by": "name",
-        },
+        settings=replace(
+            BENCHMARK,
+            env_kwargs={
+                "num_rounds": 1,
+                "speaker": "fixed",
+                "num_candidates": 3,
+                "num_attributes": 1,
+                "pick_by": "name",
+            },
+            steps=100,
+            kl_coef=0.05,
+            max_reply_tokens=16,
+            warmup_policy="babbler",
+        ),
         model=LEARNER,
-        steps=100,
-        kl_coef=0.05,
-        max_reply_tokens=16,
-        warmup_policy="babbler",
         target=0.8,
     ),
 }
@@ -134,7 +143,7 @@ def run_stage(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Build the stage's model (once), train, write ``summary.json`` in ``out``; returns it."""
-    from teamgym.adapters.cpu_trainer import TrainArgs, train
+    from teamgym.adapters.cpu_trainer import train
     from teamgym.adapters.local_model import LocalModelConfig, build_local_model
 
     if name not in STAGES:
@@ -150,22 +159,11 @@ def run_stage(
         (run / "model_build.json").write_text(json.dumps({"seconds": build_seconds}) + "\n")
     elif (run / "model_build.json").exists():
         build_seconds = json.loads((run / "model_build.json").read_text())["seconds"]
-    args = TrainArgs(
+    args = replace(
+        stage.settings,
         model=str(model_dir),
         out=str(run_dir),
-        env_kwargs=dict(stage.env_kwargs),
-        teammates=dict(stage.teammates),
-        steps=stage.steps if steps is None else steps,
-        episodes_per_step=stage.episodes_per_step,
-        group_size=stage.group_size,
-        lr=stage.lr,
-        kl_coef=stage.kl_coef,
-        kl_limit=stage.kl_limit,
-        max_reply_tokens=stage.max_reply_tokens,
-        warmup_steps=stage.warmup_steps,
-        warmup_policy=stage.warmup_policy,
-        eval_every=stage.eval_every,
-        eval_episodes=stage.eval_episodes,
+        steps=stage.settings.steps if steps is None else steps,
         seed=seed,
         resume=(run_dir / "metrics.jsonl").exists(),
     )
@@ -173,7 +171,7 @@ def run_stage(
     summary = {
         "stage": name,
         "description": stage.description,
-        "settings": asdict(stage),
+        "settings": asdict(replace(stage, settings=args)),
         "seed": seed,
         **summarize(run_dir, stage.target, build_seconds),
     }

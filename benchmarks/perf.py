@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from teamgym.envs.registration import make
 
-__all__ = ["PerfResult", "measure"]
+__all__ = ["PerfResult", "measure", "run"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,7 @@ def run(
 
 
 if __name__ == "__main__":
-    from teamgym.benchmarks.cli import main
+    from teamgym.benchmarks.commands.tables import console, perf_table
+    from teamgym.envs import registry
 
-    raise SystemExit(main(["perf"]))
+    console().print(perf_table(run(list(registry())), agent_steps=50_000))

@@ -16,6 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,8 @@ class ThroughputResult:
     max_in_flight: int | None
 
 
-def _batch(cfg, dataset_dir: Path, tokenizer, n: int):
+def _batch(cfg: Any, dataset_dir: Path, tokenizer: Any, n: int) -> Any:
+    """The dataset's rows as VERL's RLHFDataset yields them, uid'd and repeated ``n`` times."""
     from verl.protocol import DataProto
     from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
@@ -69,34 +71,13 @@ def measure_throughput(
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
     from teamgym.adapters.local_model import build_local_model
-    from teamgym.adapters.verl.config import write_agent_loop_yaml
-    from teamgym.adapters.verl.dataset import build_dataset
     from teamgym.adapters.verl.server import LocalModelServer, ScriptedServer, policy_reply
-    from teamgym.adapters.verl.train import compose_config
     from teamgym.envs.baselines import RandomPolicy
 
     work = Path(tempfile.mkdtemp(prefix="teamgym-verl-bench-"))
     model_dir = Path(model_dir) if model_dir else build_local_model(work / "model")
-    build_dataset(
-        "signal-v0",
-        work / "data",
-        episodes,
-        1,
-        {"num_agents": num_agents, "num_rounds": num_rounds},
-    )
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    loop_yaml = write_agent_loop_yaml(work / "agent_loop.yaml", max_reply_tokens=32)
-    cfg = compose_config(
-        [
-            f"teamgym.dataset_dir={work / 'data'}",
-            f"actor_rollout_ref.model.path={model_dir}",
-            "actor_rollout_ref.rollout.prompt_length=1024",
-            "actor_rollout_ref.rollout.response_length=1024",
-            "data.max_prompt_length=1024",
-            "data.max_response_length=1024",
-            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loop_yaml}",
-        ]
-    )
+    cfg = _config(work, model_dir, episodes, num_agents, num_rounds)
     turns = 2 * num_rounds
     results = []
     for kind in servers:
@@ -128,3 +109,30 @@ def measure_throughput(
             )
         )
     return results
+
+
+def _config(work: Path, model_dir: Path, episodes: int, num_agents: int, num_rounds: int) -> Any:
+    """The benchmark's signal-v0 dataset in ``work/data`` and VERL's composed config for it."""
+    from teamgym.adapters.verl.config import write_agent_loop_yaml
+    from teamgym.adapters.verl.dataset import build_dataset
+    from teamgym.adapters.verl.train import compose_config
+
+    build_dataset(
+        "signal-v0",
+        work / "data",
+        episodes,
+        1,
+        {"num_agents": num_agents, "num_rounds": num_rounds},
+    )
+    loop_yaml = write_agent_loop_yaml(work / "agent_loop.yaml", max_reply_tokens=32)
+    return compose_config(
+        [
+            f"teamgym.dataset_dir={work / 'data'}",
+            f"actor_rollout_ref.model.path={model_dir}",
+            "actor_rollout_ref.rollout.prompt_length=1024",
+            "actor_rollout_ref.rollout.response_length=1024",
+            "data.max_prompt_length=1024",
+            "data.max_response_length=1024",
+            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loop_yaml}",
+        ]
+    )

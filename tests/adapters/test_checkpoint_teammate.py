@@ -76,7 +76,8 @@ def test_the_hub_plays_a_checkpoint_teammate(model_dir, tokenizer, tmp_path) -> 
 
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
-    from teamgym.adapters.cpu_trainer import TrainArgs, _batch, _compose
+    from teamgym.adapters.cpu_rollout import build_batch, compose_config
+    from teamgym.adapters.cpu_trainer import TrainArgs
     from teamgym.adapters.verl.server import ScriptedServer, policy_reply
     from teamgym.envs.baselines import RandomPolicy
 
@@ -90,9 +91,10 @@ def test_the_hub_plays_a_checkpoint_teammate(model_dir, tokenizer, tmp_path) -> 
         response_length=512,
     )
     worker = AgentLoopWorker(
-        _compose(args, tmp_path), ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=1)))
+        compose_config(args, tmp_path),
+        ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=1))),
     )
-    out = asyncio.run(worker.generate_sequences(_batch(args, [11, 12], "train", 2)))
+    out = asyncio.run(worker.generate_sequences(build_batch(args, [11, 12], "train", 2)))
     assert list(out.non_tensor_batch["teamgym_agent"]) == ["robot_1"] * 4
     for i in range(len(out)):
         info = out.non_tensor_batch["extra_info"][i]

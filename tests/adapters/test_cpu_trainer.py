@@ -246,16 +246,17 @@ def test_grpo_update_raises_rewarded_replies_and_lowers_the_others(
     from verl.trainer.ppo import core_algos
     from verl.utils.config import omega_conf_to_dataclass
 
-    from teamgym.adapters.cpu_trainer import _batch, _compose, _response_logprobs, grpo_update
+    from teamgym.adapters.cpu_grpo import Learner, grpo_update, response_logprobs
+    from teamgym.adapters.cpu_rollout import build_batch, compose_config
     from teamgym.adapters.verl.server import ScriptedServer, policy_reply
     from teamgym.envs.baselines import RandomPolicy
 
     args = _args(model_dir, tmp_path / "u", max_reply_tokens=16)
     (tmp_path / "u").mkdir()
-    cfg = _compose(args, tmp_path / "u")
+    cfg = compose_config(args, tmp_path / "u")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     worker = AgentLoopWorker(cfg, ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=3))))
-    out = asyncio.run(worker.generate_sequences(_batch(args, list(range(6)), "train", 6)))
+    out = asyncio.run(worker.generate_sequences(build_batch(args, list(range(6)), "train", 6)))
     adv, _ = core_algos.compute_grpo_outcome_advantage(
         out.batch["rm_scores"], out.batch["response_mask"], out.non_tensor_batch["uid"]
     )
@@ -270,7 +271,7 @@ def test_grpo_update_raises_rewarded_replies_and_lowers_the_others(
 
     def seq_logp() -> torch.Tensor:
         with torch.no_grad():
-            logp, _ = _response_logprobs(policy, out)
+            logp, _ = response_logprobs(policy, out)
         return (logp * mask).sum(-1)
 
     steps = 0
@@ -284,19 +285,12 @@ def test_grpo_update_raises_rewarded_replies_and_lowers_the_others(
     optim.step = counted_step
     before = seq_logp()
     updates = 5 if epochs == 1 else 2
+    learner = Learner(policy, reference, optim, actor_cfg)
+    settings = replace(
+        args, kl_coef=0.0, entropy_coef=0.0, ppo_epochs=epochs, mini_batches=mini_batches
+    )
     for k in range(updates):
-        grpo_update(
-            policy,
-            reference,
-            optim,
-            out,
-            actor_cfg,
-            kl_coef=0.0,
-            entropy_coef=0.0,
-            epochs=epochs,
-            mini_batches=mini_batches,
-            seed=k,
-        )
+        grpo_update(learner, out, settings, seed=k)
     assert steps == updates * epochs * mini_batches
     change = seq_logp() - before
     # the surrogate GRPO raises: advantage-weighted log-likelihood of the batch's replies
@@ -314,19 +308,20 @@ def test_trimmed_logprobs_equal_the_full_padded_forward(model_dir, tmp_path) -> 
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
     from verl.utils.torch_functional import logprobs_from_logits
 
-    from teamgym.adapters.cpu_trainer import _batch, _compose, _response_logprobs
+    from teamgym.adapters.cpu_grpo import response_logprobs
+    from teamgym.adapters.cpu_rollout import build_batch, compose_config
     from teamgym.adapters.verl.server import ScriptedServer, policy_reply
     from teamgym.envs.baselines import RandomPolicy
 
     args = _args(model_dir, tmp_path / "t")
     (tmp_path / "t").mkdir()
-    cfg = _compose(args, tmp_path / "t")
+    cfg = compose_config(args, tmp_path / "t")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     worker = AgentLoopWorker(cfg, ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=1))))
-    out = asyncio.run(worker.generate_sequences(_batch(args, [1, 2, 3], "train", 2)))
+    out = asyncio.run(worker.generate_sequences(build_batch(args, [1, 2, 3], "train", 2)))
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     with torch.no_grad():
-        trimmed, _ = _response_logprobs(model, out)
+        trimmed, _ = response_logprobs(model, out)
         b = out.batch
         r = b["responses"].shape[1]
         logits = model(
@@ -351,7 +346,7 @@ def test_groups_with_signal_counts_groups_whose_returns_differ() -> None:
     import torch
     from verl.protocol import DataProto
 
-    from teamgym.adapters.cpu_trainer import _groups_with_signal
+    from teamgym.adapters.cpu_rollout import groups_with_signal
 
     scores = torch.zeros(6, 3)
     scores[0, 2], scores[2, 1], scores[3, 1] = 1.0, 1.0, 1.0  # group a differs; b and c do not
@@ -359,4 +354,4 @@ def test_groups_with_signal_counts_groups_whose_returns_differ() -> None:
         tensors={"rm_scores": scores},
         non_tensors={"uid": np.array(["a", "a", "b", "b", "c", "c"], dtype=object)},
     )
-    assert _groups_with_signal(out) == pytest.approx(1 / 3)
+    assert groups_with_signal(out) == pytest.approx(1 / 3)

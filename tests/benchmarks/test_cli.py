@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from teamgym.benchmarks.baselines import run_baselines
 from teamgym.benchmarks.perf import measure
 
@@ -62,7 +64,8 @@ def test_perf_measures_something() -> None:
 
 def test_teammate_checkpoint_paths_become_absolute(tmp_path: Path, monkeypatch) -> None:
     """Rows name their teammates; a relative checkpoint path must not depend on the reader's cwd."""
-    from teamgym.benchmarks.cli import _teammates, build_parser
+    from teamgym.benchmarks.cli import build_parser
+    from teamgym.benchmarks.commands.common import teammates
 
     monkeypatch.chdir(tmp_path)
     args = build_parser().parse_args(
@@ -80,7 +83,68 @@ def test_teammate_checkpoint_paths_become_absolute(tmp_path: Path, monkeypatch) 
             "robot_2=expert",
         ]
     )
-    assert _teammates(args) == {
+    assert teammates(args) == {
         "robot_0": f"checkpoint:{tmp_path / 'models' / 'speaker'}",
         "robot_2": "expert",
     }
+
+
+def test_train_flags_are_the_train_args_fields() -> None:
+    """``teamgym train`` flags come from ``TrainArgs``: no flags give its defaults, each field
+    has its flag, and ``--stop ''`` means no stop strings."""
+    import dataclasses
+
+    from teamgym.adapters.train_args import TrainArgs
+    from teamgym.benchmarks.cli import build_parser
+    from teamgym.benchmarks.commands.dataclass_args import dataclass_from_args
+    from teamgym.benchmarks.commands.train import CUSTOM
+
+    parser = build_parser()
+
+    def parsed(*flags: str) -> TrainArgs:
+        args = parser.parse_args(["train", "--model", "m", "--out", "o", *flags])
+        return dataclass_from_args(TrainArgs, args, CUSTOM)
+
+    assert parsed() == TrainArgs(model="m", out="o")
+    assert parsed("--stop", "").stop == []
+    assert parsed("--stop", "a", "--stop", "b").stop == ["a", "b"]
+    got = parsed(
+        *("--env-arg", "num_rounds=1", "--teammate", "robot_0=expert", "--kl-limit", "10"),
+        *("--forced-moves", "model", "--resume", "--metrics-port", "9", "--prompt-length", "64"),
+    )
+    assert dataclasses.replace(
+        got, env_kwargs={}, teammates={}, kl_limit=0.2, forced_moves="auto", resume=False
+    ) == TrainArgs(model="m", out="o", metrics_port=9, prompt_length=64)
+    assert got.env_kwargs == {"num_rounds": 1} and got.teammates == {"robot_0": "expert"}
+    train_flags = {a.dest for a in parser._subparsers._group_actions[0].choices["train"]._actions}
+    fields = {f.name for f in dataclasses.fields(TrainArgs)} - {"env_kwargs", "teammates"}
+    assert fields | {"env_arg", "teammate", "quiet", "help"} == train_flags
+
+
+def test_bad_input_is_an_error_line_and_a_bug_a_traceback(monkeypatch, capsys) -> None:
+    from teamgym.benchmarks import cli
+    from teamgym.benchmarks.commands import common, envs
+
+    def bad_input(args, console) -> int:
+        with common.bad_input(KeyError):
+            raise KeyError("unknown thing 'x'")
+
+    monkeypatch.setattr(envs, "run", bad_input)
+    assert cli.main(["envs"]) == 2
+    assert "error: unknown thing 'x'" in capsys.readouterr().out
+
+    def bug(args, console) -> int:
+        return {}["missing"]
+
+    monkeypatch.setattr(envs, "run", bug)
+    with pytest.raises(KeyError):
+        cli.main(["envs"])
+
+
+def test_malformed_pairs_exit_with_a_message() -> None:
+    from teamgym.benchmarks.commands.common import parse_pairs
+
+    assert parse_pairs(["a=1", "b=", "a=2"], "--env-arg", allow_empty=True) == {"a": "2", "b": ""}
+    for bad in (["a"], ["=1"], ["b="]):
+        with pytest.raises(SystemExit, match="--teammate expects AGENT=BASELINE"):
+            parse_pairs(bad, "--teammate", metavar="AGENT=BASELINE")

@@ -33,7 +33,7 @@ def test_listener_learns_to_follow_the_speaker(tmp_path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "held-out success" in proc.stdout and "target 0.90" in proc.stdout
     summary = json.loads((tmp_path / "summary.json").read_text())
-    n = stage.eval_episodes
+    n = stage.settings.eval_episodes
     before, after = summary["warmup_success"], summary["final_success"]
     # the warm-up taught the format, not the strategy: at most chance (0.5 among valid picks)
     assert before <= 0.55, f"warm-up success {before}"

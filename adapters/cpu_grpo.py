@@ -1,0 +1,131 @@
+"""The GRPO update of the CPU trainer, with VERL's ``core_algos`` and AdamW in place of the
+FSDP actor: GRPO advantage grouped by ``uid`` (one seed and agent), the clipped policy loss,
+the low-variance KL to a frozen reference, and an entropy bonus."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from teamgym.adapters.train_args import TrainArgs
+
+__all__ = ["Learner", "grpo_update", "load_learner", "response_logprobs"]
+
+
+@dataclass
+class Learner:
+    """What an update changes and reads: the policy, its frozen reference, the optimiser, and
+    VERL's actor config (the clip range)."""
+
+    policy: Any
+    reference: Any
+    optim: torch.optim.Optimizer
+    actor_cfg: Any
+
+
+def load_learner(model_dir: str, args: TrainArgs, actor_cfg: Any) -> Learner:
+    """The policy from ``model_dir`` (seeded by ``args.seed``), a frozen copy, AdamW at ``args.lr``."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(args.seed)
+    policy = AutoModelForCausalLM.from_pretrained(model_dir)
+    reference = copy.deepcopy(policy).eval().requires_grad_(False)
+    optim = torch.optim.AdamW(policy.parameters(), lr=args.lr)
+    return Learner(policy, reference, optim, actor_cfg)
+
+
+def response_logprobs(
+    model: Any, out: Any, with_entropy: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs of the response tokens (and their entropy) under ``model``.
+
+    VERL pads prompts on the left to ``prompt_length`` and responses on the right to
+    ``response_length``; columns that are padding in every row are cut before the forward pass
+    (a large saving on CPU) and the results are padded back to VERL's shapes."""
+    from verl.utils.torch_functional import entropy_from_logits, logprobs_from_logits
+
+    input_ids, attention = out.batch["input_ids"], out.batch["attention_mask"]
+    position_ids, responses = out.batch["position_ids"], out.batch["responses"]
+    resp_len = responses.shape[1]
+    prompt_len = input_ids.shape[1] - resp_len
+    used = attention.sum(0) > 0
+    first = int(used[:prompt_len].float().argmax()) if used[:prompt_len].any() else prompt_len - 1
+    last = int(used[prompt_len:].nonzero().max()) + 1 if used[prompt_len:].any() else 1
+    cols = slice(first, prompt_len + last)
+    logits = model(
+        input_ids=input_ids[:, cols],
+        attention_mask=attention[:, cols],
+        position_ids=position_ids[:, cols],
+    ).logits
+    logits = logits[:, -last - 1 : -1, :].float()
+    kept = logprobs_from_logits(logits, responses[:, :last], inplace_backward=False)
+    logprobs = torch.zeros(responses.shape, dtype=kept.dtype)
+    logprobs[:, :last] = kept
+    entropy = None
+    if with_entropy:
+        entropy = torch.zeros(responses.shape, dtype=kept.dtype)
+        entropy[:, :last] = entropy_from_logits(logits)
+    return logprobs, entropy
+
+
+def grpo_update(learner: Learner, out: Any, args: TrainArgs, seed: int = 0) -> dict[str, float]:
+    """Optimiser steps on a rollout batch: GRPO advantage grouped by ``uid`` over the whole
+    batch, then ``args.ppo_epochs`` passes of ``args.mini_batches`` shuffled mini-batches
+    (VERL's ppo_epochs / ppo_mini_batch_size). Returns the mean loss, kl and entropy."""
+    from verl.trainer.ppo import core_algos
+
+    adv, _ = core_algos.compute_grpo_outcome_advantage(
+        out.batch["rm_scores"], out.batch["response_mask"], out.non_tensor_batch["uid"]
+    )
+    with torch.no_grad():
+        old_logp, _ = response_logprobs(learner.policy, out)
+        ref_logp, _ = response_logprobs(learner.reference, out)
+    n = len(out)
+    chunks = max(1, min(args.mini_batches, n))
+    order_rng = torch.Generator().manual_seed(seed)
+    terms: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+    learner.policy.train()
+    for _ in range(max(1, args.ppo_epochs)):
+        order = torch.randperm(n, generator=order_rng) if chunks > 1 else torch.arange(n)
+        for idx in torch.tensor_split(order, chunks):
+            part = out.select_idxs(idx.numpy()) if chunks > 1 else out
+            terms.append(_step(learner, part, adv[idx], old_logp[idx], ref_logp[idx], args))
+    learner.policy.eval()
+    loss, kl, entropy = (torch.stack(values).mean() for values in zip(*terms, strict=True))
+    return {"kl": float(kl), "entropy": float(entropy), "loss": float(loss)}
+
+
+def _step(
+    learner: Learner,
+    part: Any,
+    adv: torch.Tensor,
+    old_logp: torch.Tensor,
+    ref_logp: torch.Tensor,
+    args: TrainArgs,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One optimiser step on a mini-batch; returns its detached (loss, kl, entropy)."""
+    from verl.trainer.ppo import core_algos
+
+    mask = part.batch["response_mask"].float()
+    logp, entropy = response_logprobs(learner.policy, part, with_entropy=True)
+    pg_loss, _ = core_algos.get_policy_loss_fn("vanilla")(
+        old_log_prob=old_logp,
+        log_prob=logp,
+        advantages=adv,
+        response_mask=mask,
+        loss_agg_mode="token-mean",
+        config=learner.actor_cfg,
+    )
+    kl = core_algos.agg_loss(
+        core_algos.kl_penalty(logp, ref_logp, "low_var_kl"), mask, "token-mean"
+    )
+    ent = core_algos.agg_loss(entropy, mask, "token-mean")
+    loss = pg_loss + args.kl_coef * kl - args.entropy_coef * ent
+    learner.optim.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(learner.policy.parameters(), 1.0)
+    learner.optim.step()
+    return loss.detach(), kl.detach(), ent.detach()

@@ -1,0 +1,171 @@
+"""Rollouts of the CPU GRPO trainer: VERL's config and input batches, batch metrics, evaluation.
+
+Rows are built as VERL's ``RLHFDataset`` yields them and played by VERL's real
+``AgentLoopWorker`` with our ``teamgym_agent`` loop, so the trainer sees exactly what a GPU
+run's actor sees.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from teamgym.adapters.train_args import TrainArgs
+from teamgym.names import EVAL_SEED_BASE
+
+__all__ = [
+    "batch_mean",
+    "build_batch",
+    "check_prompt_length",
+    "compose_config",
+    "draw_seeds",
+    "evaluate",
+    "groups_with_signal",
+    "rollout_metrics",
+]
+
+
+def compose_config(args: TrainArgs, run: Path) -> Any:
+    """VERL's composed config for ``args``, with the agent-loop YAML written into ``run``."""
+    from teamgym.adapters.verl.config import write_agent_loop_yaml
+    from teamgym.adapters.verl.train import compose_config as compose_verl
+
+    loop_yaml = write_agent_loop_yaml(
+        run / "agent_loop.yaml",
+        sharing={"weight": args.sharing_weight},
+        max_reply_tokens=args.max_reply_tokens,
+        join_timeout=30,
+        turn_timeout=300,
+        forced_moves=args.forced_moves,
+        stop=list(args.stop),
+    )
+    return compose_verl(
+        [
+            f"teamgym.dataset_dir={run}",
+            f"actor_rollout_ref.model.path={args.model}",
+            f"actor_rollout_ref.rollout.prompt_length={args.prompt_length}",
+            f"actor_rollout_ref.rollout.response_length={args.response_length}",
+            f"data.max_prompt_length={args.prompt_length}",
+            f"data.max_response_length={args.response_length}",
+            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loop_yaml}",
+            f"actor_rollout_ref.rollout.temperature={args.temperature}",
+            "actor_rollout_ref.rollout.calculate_log_probs=true",
+            f"actor_rollout_ref.actor.clip_ratio={args.clip_ratio}",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",  # required by VERL's actor config
+        ]
+    )
+
+
+def build_batch(args: TrainArgs, seeds: list[int], split: str, repeat: int) -> Any:
+    """Rows as VERL's RLHFDataset yields them, uid'd and repeated interleaved like the trainer."""
+    from verl.protocol import DataProto
+
+    from teamgym.adapters.verl.dataset import episode_rows
+
+    rows = episode_rows(args.env, args.env_kwargs, seeds, split, teammates=args.teammates)
+    non_tensor = {
+        "raw_prompt": _objects([r["prompt"] for r in rows]),
+        "extra_info": _objects([r["extra_info"] for r in rows]),
+        "agent_name": _objects([r["agent_name"] for r in rows]),
+        "data_source": _objects([r["data_source"] for r in rows]),
+        "index": _objects([r["extra_info"]["index"] for r in rows]),
+        # one GRPO group per (seed, agent), as VERL's per-row uid gives
+        "uid": _objects([f"{r['extra_info']['episode']}/{r['extra_info']['agent']}" for r in rows]),
+    }
+    batch = DataProto.from_dict(
+        tensors={"dummy": torch.zeros(len(rows), 1)}, non_tensors=non_tensor
+    )
+    return batch.repeat(repeat_times=repeat, interleave=True)
+
+
+def check_prompt_length(args: TrainArgs, tokenizer: Any) -> None:
+    """Refuse a ``prompt_length`` shorter than the env's first turn (VERL would silently cut
+    the instructions off the left of every prompt)."""
+    from teamgym.adapters.verl.dataset import PromptTooLongError, episode_rows
+
+    rows = episode_rows(args.env, args.env_kwargs, [0, 1, 2], "check", teammates=args.teammates)
+
+    def tokens(messages: list[dict[str, str]]) -> int:
+        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return len(tokenizer.encode(text, add_special_tokens=False))
+
+    longest = max(tokens(r["prompt"]) for r in rows)
+    if longest > args.prompt_length:
+        raise PromptTooLongError(
+            f"prompt_length={args.prompt_length} is shorter than the first turn of {args.env} "
+            f"({longest} tokens with this tokenizer); raise it to at least {longest + 32}"
+        )
+
+
+def _objects(items: list[Any]) -> np.ndarray:
+    """A 1-D object array (np.array would turn a list of message lists into a 2-D one)."""
+    out = np.empty(len(items), dtype=object)
+    for i, item in enumerate(items):
+        out[i] = item
+    return out
+
+
+def draw_seeds(rng: np.random.Generator, count: int) -> list[int]:
+    """Training episode seeds, all below the evaluation range."""
+    return [int(s) for s in rng.integers(0, EVAL_SEED_BASE, size=count)]
+
+
+def batch_mean(out: Any, key: str) -> float:
+    """Mean of an episode metric over the batch's rows (NaN-free; 0 when never defined)."""
+    values = [
+        float(i[key])
+        for i in out.non_tensor_batch["reward_extra_info"]
+        if not math.isnan(float(i[key]))
+    ]
+    return float(np.mean(values)) if values else 0.0
+
+
+def groups_with_signal(out: Any) -> float:
+    """Fraction of GRPO groups (same ``uid``) whose returns differ: the others get a zero
+    advantage and teach nothing (a collapsed policy, or a task too hard to ever score)."""
+    returns: dict[str, set[float]] = {}
+    for uid, score in zip(
+        out.non_tensor_batch["uid"], out.batch["rm_scores"].sum(-1).tolist(), strict=True
+    ):
+        returns.setdefault(str(uid), set()).add(round(float(score), 6))
+    return float(np.mean([len(r) > 1 for r in returns.values()])) if returns else 0.0
+
+
+def rollout_metrics(out: Any) -> dict[str, float]:
+    """The episode figures of a rollout batch, as a step's line of ``metrics.jsonl`` names them."""
+    return {
+        "success": batch_mean(out, "success"),
+        "reward": float(out.batch["rm_scores"].sum(-1).mean()),
+        "team_return": batch_mean(out, "team_return"),
+        "collaboration_index": batch_mean(out, "collaboration_index"),
+        "communication_frequency": batch_mean(out, "communication_frequency"),
+        "invalid_action_rate": batch_mean(out, "invalid_action_rate"),
+        "groups_with_signal": groups_with_signal(out),
+    }
+
+
+def evaluate(
+    model_dir_or_model: Any, tokenizer: Any, args: TrainArgs, episodes: int, seed: int = 0
+) -> float:
+    """Greedy success rate on held-out (evaluation-range) seeds."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+
+    from teamgym.adapters.verl.server import LocalModelServer
+
+    run = Path(args.out)
+    run.mkdir(parents=True, exist_ok=True)
+    cfg = compose_config(args, run)
+    cfg.actor_rollout_ref.rollout.temperature = 0.0
+    server = LocalModelServer(model_dir_or_model, tokenizer=tokenizer, seed=seed)
+    worker = AgentLoopWorker(cfg, server)
+    seeds = [EVAL_SEED_BASE + seed * 100_000 + k for k in range(episodes)]
+    batch = build_batch(args, seeds, "eval", 1)
+    batch.meta_info["validate"] = True
+    cfg.actor_rollout_ref.rollout.val_kwargs.temperature = 0.0
+    out = asyncio.run(worker.generate_sequences(batch))
+    return batch_mean(out, "success")

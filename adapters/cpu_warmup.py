@@ -1,0 +1,139 @@
+"""The supervised warm-up before GRPO: the model learns the reply format from a teacher baseline.
+
+With the ``random`` teacher (valid but random replies) the model learns the format, not the
+strategy, and its held-out success stays at chance; a strategic teacher (``expert``) makes it
+behaviour cloning, the supervised upper bound of what RL can reach with the model.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from teamgym.adapters.cpu_rollout import evaluate
+from teamgym.adapters.train_args import TrainArgs
+
+__all__ = ["format_warmup", "warm_up", "warmup_examples"]
+
+#: One supervised example: prompt + reply token ids, and the reply's length.
+Example = tuple[list[int], int]
+
+
+def warm_up(args: TrainArgs, run: Path) -> str:
+    """The model GRPO starts from: ``args.model``, or the warm-up model in ``run`` (trained
+    once; ``warmup.json`` records its loss, time and held-out success)."""
+    from transformers import AutoTokenizer
+
+    if args.warmup_steps <= 0:
+        return args.model
+    model_dir = run / "warmup_model"
+    if not (model_dir / "config.json").exists():
+        began = time.perf_counter()
+        info: dict[str, Any] = format_warmup(
+            args, model_dir, steps=args.warmup_steps, teacher=args.warmup_policy
+        )
+        info["teacher"] = args.warmup_policy
+        info["seconds"] = time.perf_counter() - began
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        info["eval_success"] = evaluate(str(model_dir), tokenizer, args, args.eval_episodes, seed=1)
+        (run / "warmup.json").write_text(json.dumps(info, indent=2) + "\n")
+    return str(model_dir)
+
+
+def warmup_examples(
+    args: TrainArgs, tokenizer: Any, episodes: int, teacher: str = "random"
+) -> list[Example]:
+    """Every turn of the trained agents in ``episodes`` episodes played by the ``teacher``
+    baseline (teammates by theirs), as examples whose prompt is the agent's chat so far,
+    rendered as the agent loop renders it."""
+    from teamgym.envs import make
+    from teamgym.envs.baselines import make_baseline
+
+    env = make(args.env, **args.env_kwargs)
+    policy = make_baseline(args.env, teacher, seed=args.seed)
+    mates = {a: make_baseline(args.env, n, seed=args.seed) for a, n in args.teammates.items()}
+    for baseline in (policy, *mates.values()):
+        if hasattr(baseline, "bind"):
+            baseline.bind(env)
+    examples: list[Example] = []
+    for k in range(episodes):
+        obs, infos = env.reset(seed=k)
+        for baseline in (policy, *mates.values()):
+            baseline.reset(k)
+        chats = {a: [{"role": "system", "content": infos[a]["instructions"]}] for a in env.agents}
+        while env.agents:
+            replies = {}
+            for a in env.agents:
+                if a in mates:
+                    replies[a] = mates[a].act(a, obs[a], infos[a])
+                    continue
+                replies[a] = policy.act(a, obs[a], infos[a])
+                chats[a].append({"role": "user", "content": obs[a]})
+                examples.append(_example(tokenizer, chats[a], replies[a], args.prompt_length))
+                chats[a].append({"role": "assistant", "content": replies[a]})
+            obs, _, _, _, new = env.step(replies)
+            infos.update(new)
+    return examples
+
+
+def _example(tokenizer: Any, chat: list[dict[str, str]], reply: str, prompt_length: int) -> Example:
+    """The chat's prompt (cut on the left to ``prompt_length``, like VERL) then reply and EOS."""
+    prompt = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
+    reply_ids = [*tokenizer.encode(reply, add_special_tokens=False), tokenizer.eos_token_id]
+    return prompt_ids[-prompt_length:] + reply_ids, len(reply_ids)
+
+
+def format_warmup(
+    args: TrainArgs,
+    out_dir: str | Path,
+    steps: int = 300,
+    batch_size: int = 16,
+    lr: float = 1e-3,
+    teacher: str = "random",
+) -> dict[str, float]:
+    """Supervised pass on the ``teacher``'s replies (see the module docstring): ``args.model``
+    in, ``out_dir`` out; returns the first and last loss and the number of examples."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(args.seed)
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    model = AutoModelForCausalLM.from_pretrained(args.model)
+    examples = warmup_examples(args, tokenizer, max(64, steps * batch_size // 8), teacher)
+    optim = torch.optim.AdamW(model.parameters(), lr=lr)
+    rng = np.random.default_rng(args.seed)
+    model.train()
+    losses = []
+    for _ in range(steps):
+        pick = [examples[int(i)] for i in rng.integers(len(examples), size=batch_size)]
+        loss = model(**_padded_batch(pick, tokenizer.pad_token_id)).loss
+        optim.zero_grad()
+        loss.backward()
+        optim.step()
+        losses.append(float(loss.detach()))
+    model.eval()
+    model.save_pretrained(out_dir, safe_serialization=True)
+    tokenizer.save_pretrained(out_dir)
+    return {
+        "first_loss": losses[0],
+        "last_loss": float(np.mean(losses[-10:])),
+        "examples": len(examples),
+    }
+
+
+def _padded_batch(pick: list[Example], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded ids, attention mask and labels that score the replies only."""
+    width = max(len(ids) for ids, _ in pick)
+    ids = torch.full((len(pick), width), pad_token_id)
+    labels = torch.full((len(pick), width), -100)
+    attn = torch.zeros((len(pick), width), dtype=torch.long)
+    for b, (seq, n_reply) in enumerate(pick):
+        ids[b, : len(seq)] = torch.tensor(seq)
+        attn[b, : len(seq)] = 1
+        labels[b, len(seq) - n_reply : len(seq)] = torch.tensor(seq[-n_reply:])
+    return {"input_ids": ids, "attention_mask": attn, "labels": labels}

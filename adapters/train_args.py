@@ -1,0 +1,84 @@
+"""The CPU GRPO trainer's settings: one frozen dataclass, torch-free so the CLI can read it.
+
+``teamgym train`` generates its flags and their help from these fields and their docstrings,
+and the learning benchmarks are ``dataclasses.replace`` overrides of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from teamgym.names import DEFAULT_SHARING_WEIGHT
+
+__all__ = ["TrainArgs"]
+
+
+@dataclass(frozen=True)
+class TrainArgs:
+    """Everything a run needs; saved as ``args.json`` in the run directory."""
+
+    model: str
+    """Local model directory (teamgym model init)."""
+    out: str
+    """Run directory: metrics.jsonl, checkpoints, curve.png."""
+    env: str = "signal-v0"
+    """Environment id."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Environment constructor arguments."""
+    teammates: dict[str, str] = field(default_factory=dict)
+    """Agents played by a baseline (``{"robot_0": "expert"}``), not trained."""
+    steps: int = 50
+    """GRPO updates."""
+    episodes_per_step: int = 8
+    """Distinct episode seeds per update."""
+    group_size: int = 8
+    """Rollouts per (seed, agent): the GRPO group (VERL's rollout.n)."""
+    lr: float = 3e-4
+    """AdamW learning rate."""
+    temperature: float = 1.0
+    """Sampling temperature of training rollouts (evaluation is greedy)."""
+    sharing_weight: float = DEFAULT_SHARING_WEIGHT
+    """RewardSharing weight (mixed mode)."""
+    kl_coef: float = 0.01
+    """Weight of the KL-to-reference loss (VERL's low_var_kl)."""
+    kl_target: float = 0.02
+    """Warn when the step's KL exceeds it."""
+    kl_limit: float = 0.2
+    """The guard rolls back when KL stays above it for ``guard_patience`` steps."""
+    entropy_coef: float = 0.0
+    """Weight of the entropy bonus."""
+    ppo_epochs: int = 1
+    """Passes over each rollout batch (VERL's ppo_epochs)."""
+    mini_batches: int = 1
+    """Optimiser steps per pass: the batch is split into this many shuffled mini-batches."""
+    clip_ratio: float = 0.2
+    """PPO clip range."""
+    max_reply_tokens: int = 16
+    """Tokens per reply."""
+    forced_moves: Literal["auto", "model"] = "auto"
+    """``auto``: turns with one valid action are played without the model (no gradient)."""
+    stop: list[str] = field(default_factory=lambda: ["</action>"])
+    """Stop strings ending a reply, so the model never learns where to stop (at a high
+    learning rate its end-of-reply token fades and a junk tail swamps the update)."""
+    prompt_length: int = 512
+    """VERL rollout.prompt_length: at least the env's first turn in tokens."""
+    response_length: int = 256
+    """VERL rollout.response_length (all of one agent's later turns)."""
+    eval_every: int = 10
+    """Held-out evaluation every N steps and at the end (0: never)."""
+    eval_episodes: int = 64
+    """Held-out episodes per evaluation."""
+    guard_patience: int = 3
+    """Consecutive bad steps before the guard restores the stable checkpoint."""
+    seed: int = 0
+    """Seeds sampling, episode draws and initialisation."""
+    resume: bool = False
+    """Continue the run in ``out`` from its last checkpoint."""
+    metrics_port: int | None = None
+    """Serve Prometheus metrics on 127.0.0.1:PORT."""
+    warmup_steps: int = 300
+    """Supervised format warm-up steps before GRPO (0 skips it)."""
+    warmup_policy: str = "random"
+    """Teacher of the warm-up: ``random`` (format only) or a baseline such as ``expert``
+    (behaviour cloning: the supervised upper bound for this model)."""

@@ -1,0 +1,63 @@
+"""``teamgym baselines``: every env with its baselines, one results row per (env, baseline)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from teamgym.benchmarks.commands.common import add_env_arg, check_env, env_kwargs
+from teamgym.benchmarks.commands.tables import baselines_table
+from teamgym.names import EVAL_SEED_BASE
+
+NAME = "baselines"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Declare the command and its flags."""
+    p = sub.add_parser(NAME, help="run every env with its baselines; print a results table")
+    p.add_argument(
+        "--env", action="append", help="env id (repeatable); default: every registered env"
+    )
+    p.add_argument("--episodes", type=int, default=100, help="episodes per (env, baseline)")
+    p.add_argument("--seed", type=int, default=EVAL_SEED_BASE, help="first evaluation seed")
+    add_env_arg(p)
+    p.add_argument("--out", help="also write the results as JSON to this file")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    """Run the episodes (with a progress bar), print the table, optionally write JSON."""
+    from teamgym.benchmarks.baselines import run_baselines
+    from teamgym.envs import registry, spec
+
+    env_ids = args.env or list(registry())
+    kwargs = env_kwargs(args)
+    for env_id in env_ids:
+        check_env(env_id, kwargs)
+    total = sum(len(spec(e).baselines) + 1 for e in env_ids) * args.episodes
+    progress = Progress(
+        TextColumn("[bold]baselines"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=args.quiet,
+    )
+    with progress:
+        task = progress.add_task("episodes", total=total)
+        results = run_baselines(
+            env_ids, args.episodes, args.seed, kwargs, on_episode=lambda: progress.advance(task)
+        )
+    console.print(baselines_table(results, args.episodes, args.seed))
+    if args.out:
+        path = Path(args.out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps([r.row() for r in results], indent=2) + "\n")
+        console.print(f"results written to {path}")
+    return 0

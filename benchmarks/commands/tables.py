@@ -1,0 +1,144 @@
+"""Every table the commands print (rich), and the console they print to."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+__all__ = [
+    "baselines_table",
+    "console",
+    "envs_table",
+    "learn_table",
+    "perf_table",
+    "throughput_table",
+]
+
+
+def console() -> Console:
+    """The terminal's width on a terminal; 150 columns in a pipe or file, so logs keep rows whole."""
+    return Console(width=None if sys.stdout.isatty() else 150)
+
+
+def _fmt(value: float | None, pct: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{100 * value:.1f}%" if pct else f"{value:.3f}"
+
+
+def _table(title: str | None, columns: Iterable[str], left: Iterable[str]) -> Table:
+    """A table whose ``columns`` are right-aligned except those in ``left``."""
+    table = Table(title=title)
+    left = set(left)
+    for col in columns:
+        table.add_column(col, justify="left" if col in left else "right")
+    return table
+
+
+def envs_table(registry: Mapping[str, str]) -> Table:
+    """Registered env ids and their descriptions."""
+    table = Table(title="teamgym environments")
+    table.add_column("id", style="bold")
+    table.add_column("description")
+    for env_id, description in registry.items():
+        table.add_row(env_id, description)
+    return table
+
+
+BASELINE_COLUMNS = (
+    "env",
+    "baseline",
+    "success",
+    "score",
+    "steps",
+    "team return",
+    "collab. index",
+    "comm. freq",
+    "invalid",
+    "gini",
+    "fingerprint",
+)
+
+
+def baselines_table(results: Iterable[Any], episodes: int, seed: int) -> Table:
+    """One row per (env, baseline) ``BaselineResult``."""
+    title = f"Baselines: {episodes} episodes each, seeds {seed}..{seed + episodes - 1}"
+    table = _table(title, BASELINE_COLUMNS, left=("env", "baseline", "fingerprint"))
+    for r in results:
+        table.add_row(
+            r.env_id,
+            r.baseline,
+            _fmt(r.success_rate, True),
+            _fmt(r.mean_score),
+            f"{r.mean_length:.1f}",
+            _fmt(r.mean_team_return),
+            _fmt(r.collaboration_index),
+            _fmt(r.communication_frequency),
+            _fmt(r.invalid_action_rate, True),
+            _fmt(r.contribution_gini),
+            r.fingerprint,
+        )
+    return table
+
+
+def perf_table(results: Iterable[Any], agent_steps: int) -> Table:
+    """One row per ``PerfResult``: env, team size, observation mode, microseconds."""
+    title = f"Speed: best of 3 runs of {agent_steps} agent-steps (observations included)"
+    table = _table(title, ("env", "agents", "mode", "us / agent-step"), left=("env",))
+    for r in results:
+        table.add_row(r.env_id, str(r.num_agents), r.obs_mode, f"{r.us_per_agent_step:.1f}")
+    return table
+
+
+THROUGHPUT_COLUMNS = (
+    "server",
+    "episodes",
+    "agents",
+    "turns",
+    "rows",
+    "seconds",
+    "rows/s",
+    "episodes/s",
+    "tokens/s",
+    "wall / (turns x latency)",
+    "max in flight",
+)
+
+
+def throughput_table(results: Iterable[Any]) -> Table:
+    """One row per VERL-adapter ``ThroughputResult``."""
+    title = "VERL adapter throughput (real AgentLoopWorker, CPU)"
+    table = _table(title, THROUGHPUT_COLUMNS, left=("server",))
+    for r in results:
+        ratio = (
+            f"{r.concurrency_ratio:.2f} (serial: {r.num_agents * r.episodes})"
+            if r.concurrency_ratio
+            else "-"
+        )
+        table.add_row(
+            r.server,
+            str(r.episodes),
+            str(r.num_agents),
+            str(r.turns),
+            str(r.rows),
+            f"{r.seconds:.2f}",
+            f"{r.rows_per_s:.1f}",
+            f"{r.episodes_per_s:.2f}",
+            f"{r.tokens_per_s:.0f}",
+            ratio,
+            str(r.max_in_flight or "-"),
+        )
+    return table
+
+
+def learn_table(summary: Mapping[str, Any]) -> Table:
+    """Held-out success after the warm-up and at every evaluation of a learning stage."""
+    table = _table(None, ("step", "held-out success"), left=())
+    table.add_row("warm-up", f"{summary['warmup_success']:.2f}")
+    for step, success in summary["evals"]:
+        table.add_row(str(step), f"{success:.2f}")
+    return table

@@ -57,6 +57,9 @@ class LocalModelConfig:
     attention. A short window keeps a small model's attention on the recent turn."""
     episodes_per_env: int = 20
     """Baseline episodes per registered env whose text trains the tokenizer."""
+    corpus_envs: tuple[str, ...] = ("signal-v0", "thor-assembly-v0")
+    """Envs whose episodes make the corpus: a fixed list, so registering a new env does not
+    change the models this builds (a stage that trains on another env names it here)."""
     corpus_baselines: tuple[str, ...] = ("random", "expert")
     """Baselines whose episodes make the corpus (those an env lacks are skipped): a fixed list,
     so registering a new baseline does not change the models this builds (learning results
@@ -126,6 +129,7 @@ def build_tokenizer(config: LocalModelConfig) -> Any:
     corpus = sorted(
         set(
             env_corpus(
+                config.corpus_envs,
                 episodes=config.episodes_per_env,
                 seed=config.seed,
                 baselines=config.corpus_baselines,

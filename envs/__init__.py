@@ -45,6 +45,27 @@ register(
     },
 )
 register(
+    "foraging-v0",
+    "teamgym.envs.foraging:ForagingEnv",
+    description="Level-based foraging: an item loads only when the adjacent loaders' levels add up to its level.",
+    baselines={"expert": "teamgym.envs.foraging.baselines:ForagingExpert"},
+)
+register(
+    "keydoor-v0",
+    "teamgym.envs.keydoor:KeyDoorEnv",
+    description="Two rooms: one agent holds the plate that keeps the door open while another fetches the treasure.",
+    baselines={"expert": "teamgym.envs.keydoor.baselines:KeyDoorExpert"},
+)
+register(
+    "publicgoods-v0",
+    "teamgym.envs.publicgoods:PublicGoodsEnv",
+    description="Repeated public-goods game: free-riding pays each agent, contributing pays the team.",
+    baselines={
+        "expert": "teamgym.envs.publicgoods.baselines:Contributor",
+        "freerider": "teamgym.envs.publicgoods.baselines:FreeRider",
+    },
+)
+register(
     "thor-assembly-v0",
     "teamgym.envs.thor_assembly:ThorAssemblyEnv",
     description="Robots in an iTHOR scene fetch parts, connect them with joint actions and pass an inspection.",

@@ -277,32 +277,43 @@ class TeamAgentLoop(AgentLoopBase):
             raise EpisodeIncomplete(f"{joined.instance}: {incomplete}")
 
         # 6. the trajectory, as VERL expects it
-        metrics = result.metrics or {}
-        extra = {name: _number(metrics.get(name)) for name in LOGGED_METRICS}
+        extra = {name: _number((result.metrics or {}).get(name)) for name in LOGGED_METRICS}
         extra.update(
             budget_exhausted=float(not traj.budget_left),
             prompt_mismatch=float(joined.observation != first_observation),
         )
-        response_ids, response_mask, response_logprobs = traj.response()
-        low, high = traj.steps_range(kwargs.get("global_steps"))
-        return AgentLoopOutput(
-            prompt_ids=prompt_ids,
-            response_ids=response_ids,
-            response_mask=response_mask,
-            response_logprobs=response_logprobs,
-            reward_score=float(total),
-            num_turns=2 * traj.turns + 1,
-            metrics=AgentLoopMetrics(),
-            extra_fields={
-                "reward_extra_info": extra,
-                "teamgym_episode": episode,
-                "teamgym_agent": agent,
-                "teamgym_instance": joined.instance,
-                "teamgym_replies": replies,
-                "min_global_steps": low,
-                "max_global_steps": high,
-            },
-        )
+        fields = {"teamgym_episode": episode, "teamgym_agent": agent, "teamgym_replies": replies}
+        return _output(traj, total, extra, fields | {"teamgym_instance": joined.instance}, kwargs)
+
+
+def _output(
+    traj: Trajectory,
+    total: float,
+    extra: dict[str, float],
+    fields: dict[str, Any],
+    row: dict[str, Any],
+) -> AgentLoopOutput:
+    """The ``AgentLoopOutput`` of a finished trajectory: its shared return as ``reward_score``,
+    the episode metrics as ``reward_extra_info``, and the weight versions v1 checks."""
+    response_ids, response_mask, response_logprobs = traj.response()
+    low, high = traj.steps_range(row.get("global_steps"))
+    return AgentLoopOutput(
+        prompt_ids=traj.prompt_ids,
+        response_ids=response_ids,
+        response_mask=response_mask,
+        response_logprobs=response_logprobs,
+        reward_score=float(total),
+        num_turns=2 * traj.turns + 1,
+        metrics=AgentLoopMetrics(),
+        extra_fields={
+            "reward_extra_info": extra,
+            **fields,
+            # v1 checks staleness with these (and fails without them): the oldest and newest
+            # weights that generated a turn; the current step's when none did
+            "min_global_steps": low,
+            "max_global_steps": high,
+        },
+    )
 
 
 # Register under our name unless a YAML entry (agent_loop_config_path, with our settings) already

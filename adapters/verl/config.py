@@ -166,7 +166,38 @@ def validate_config(cfg: DictConfig, dataset_dir: str | Path | None = None) -> l
     """Check a composed VERL config (and the dataset in ``dataset_dir``) for a teamgym run;
     raises :class:`TeamConfigError` with the fix, and returns warnings (also emitted) for
     choices that run but are probably wrong."""
+    loop = _check_settings(cfg)
     notes: list[str] = []
+    rollout = cfg.actor_rollout_ref.rollout
+    if dataset_dir is not None:
+        from teamgym.adapters.verl.dataset import check_dataset
+
+        manifest = check_dataset(dataset_dir)
+        _check_batches(cfg, loop, manifest.rows_per_episode, manifest.val_rows)
+        notes += _check_prompts(cfg, manifest)
+    notes += _check_storage(cfg)
+    estimator = str(cfg.algorithm.adv_estimator)
+    if estimator not in SUPPORTED_ESTIMATORS:
+        notes.append(
+            f"algorithm.adv_estimator={estimator}: teamgym is tested with {', '.join(SUPPORTED_ESTIMATORS)}"
+        )
+    if estimator in SUPPORTED_ESTIMATORS and int(rollout.n) < 2:
+        notes.append(
+            f"rollout.n={rollout.n}: GRPO needs n >= 2 trajectories per group to learn anything"
+        )
+    max_reply = int(loop.get("max_reply_tokens", 256))
+    if max_reply > int(rollout.response_length):
+        notes.append(
+            f"max_reply_tokens={max_reply} exceeds rollout.response_length={rollout.response_length}: "
+            "a single reply can use the whole trajectory budget"
+        )
+    for note in notes:
+        warnings.warn(note, stacklevel=2)
+    return notes
+
+
+def _check_settings(cfg: DictConfig) -> dict[str, Any]:
+    """Settings that lose or split episodes whatever the dataset; returns the loop's entry."""
     rollout = cfg.actor_rollout_ref.rollout
     loop = agent_loop_settings(cfg)
     if not loop:
@@ -191,13 +222,6 @@ def validate_config(cfg: DictConfig, dataset_dir: str | Path | None = None) -> l
             "SGLang server runs with skip_tokenizer_init and has no include_stop_str_in_output: "
             "set stop: [] in the agent-loop YAML, or use actor_rollout_ref.rollout.name=vllm"
         )
-    if dataset_dir is not None:
-        from teamgym.adapters.verl.dataset import check_dataset
-
-        manifest = check_dataset(dataset_dir)
-        _check_batches(cfg, loop, manifest.rows_per_episode, manifest.val_rows)
-        notes += _check_prompts(cfg, manifest)
-    notes += _check_storage(cfg)
     actor = cfg.actor_rollout_ref.actor
     longest = int(cfg.data.max_prompt_length) + int(cfg.data.max_response_length)
     if actor.get("use_dynamic_bsz") and int(actor.ppo_max_token_len_per_gpu) < longest:
@@ -205,24 +229,7 @@ def validate_config(cfg: DictConfig, dataset_dir: str | Path | None = None) -> l
             f"actor.ppo_max_token_len_per_gpu={actor.ppo_max_token_len_per_gpu} is below one "
             f"full sequence ({longest} = max_prompt_length + max_response_length); raise it"
         )
-    estimator = str(cfg.algorithm.adv_estimator)
-    if estimator not in SUPPORTED_ESTIMATORS:
-        notes.append(
-            f"algorithm.adv_estimator={estimator}: teamgym is tested with {', '.join(SUPPORTED_ESTIMATORS)}"
-        )
-    if estimator in SUPPORTED_ESTIMATORS and int(rollout.n) < 2:
-        notes.append(
-            f"rollout.n={rollout.n}: GRPO needs n >= 2 trajectories per group to learn anything"
-        )
-    max_reply = int(loop.get("max_reply_tokens", 256))
-    if max_reply > int(rollout.response_length):
-        notes.append(
-            f"max_reply_tokens={max_reply} exceeds rollout.response_length={rollout.response_length}: "
-            "a single reply can use the whole trajectory budget"
-        )
-    for note in notes:
-        warnings.warn(note, stacklevel=2)
-    return notes
+    return loop
 
 
 def verl_validate(cfg: DictConfig) -> None:

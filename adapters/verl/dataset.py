@@ -136,6 +136,22 @@ def episode_rows(
     return rows
 
 
+def _longest_prompt(rows: list[dict[str, Any]], tokenizer: str, limit: int) -> int:
+    """The longest first prompt in tokens of ``tokenizer``; refuses rows over ``limit``."""
+    from transformers import AutoTokenizer
+
+    lengths = prompt_token_lengths(rows, AutoTokenizer.from_pretrained(tokenizer))
+    over = [n for n in lengths if n > limit]
+    if over:
+        raise PromptTooLongError(
+            f"{len(over)} of {len(lengths)} rows have a first prompt over {limit} tokens of "
+            f"{tokenizer} (longest: {max(lengths)}); VERL would drop them one by one and split "
+            "their episodes. Raise --max-prompt-length (and data.max_prompt_length), or shorten "
+            "the observation (e.g. --env-arg message_max_tokens=...). Nothing written."
+        )
+    return max(lengths)
+
+
 def build_dataset(
     env_id: str,
     out_dir: str | Path,
@@ -166,20 +182,9 @@ def build_dataset(
     val = episode_rows(
         env_id, env_kwargs, val_seeds, "val", start_index=len(train), teammates=teammates
     )
-    max_tokens = None
-    if tokenizer is not None:
-        from transformers import AutoTokenizer
-
-        lengths = prompt_token_lengths(train + val, AutoTokenizer.from_pretrained(tokenizer))
-        max_tokens = max(lengths)
-        over = [i for i, n in enumerate(lengths) if n > max_prompt_length]
-        if over:
-            raise PromptTooLongError(
-                f"{len(over)} of {len(lengths)} rows have a first prompt over {max_prompt_length} "
-                f"tokens of {tokenizer} (longest: {max_tokens}); VERL would drop them one by one "
-                "and split their episodes. Raise --max-prompt-length (and data.max_prompt_length), "
-                "or shorten the observation (e.g. --env-arg message_max_tokens=...). Nothing written."
-            )
+    max_tokens = (
+        None if tokenizer is None else _longest_prompt(train + val, tokenizer, max_prompt_length)
+    )
     for name, rows in (("train", train), ("val", val)):
         tmp = out / f".{name}.parquet.tmp"
         pd.DataFrame(rows).to_parquet(tmp, index=False)

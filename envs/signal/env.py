@@ -19,6 +19,45 @@ _REPLY_FORMAT = (
 )
 
 
+def _check_options(
+    num_candidates: int,
+    num_attributes: int,
+    num_values: int,
+    num_rounds: int,
+    word_budget: int,
+    speaker: str,
+    listener_order: str,
+    pick_by: str,
+    vector: bool,
+) -> None:
+    """Refuse arguments outside the game's ranges, naming the range."""
+    if not 1 <= num_attributes <= 5:
+        raise ValueError(f"num_attributes must be in 1..5, got {num_attributes!r}")
+    if not 2 <= num_values <= 6:
+        raise ValueError(f"num_values must be in 2..6, got {num_values!r}")
+    if not 2 <= num_candidates <= min(9, num_values**num_attributes):
+        raise ValueError(
+            f"num_candidates must be in 2..{min(9, num_values**num_attributes)} "
+            f"(distinct objects from {num_values} values x {num_attributes} attributes), "
+            f"got {num_candidates!r}"
+        )
+    if not isinstance(num_rounds, int) or num_rounds < 1:
+        raise ValueError(f"num_rounds must be a positive int, got {num_rounds!r}")
+    if not isinstance(word_budget, int) or word_budget < 1:
+        raise ValueError(f"word_budget must be a positive int, got {word_budget!r}")
+    if speaker not in ("rotating", "fixed"):
+        raise ValueError(f"speaker must be 'rotating' or 'fixed', got {speaker!r}")
+    if listener_order not in ("shuffled", "sorted"):
+        raise ValueError(f"listener_order must be 'shuffled' or 'sorted', got {listener_order!r}")
+    if pick_by not in ("number", "name"):
+        raise ValueError(f"pick_by must be 'number' or 'name', got {pick_by!r}")
+    if vector and num_values**num_attributes > 512:
+        raise ValueError(
+            "vector mode lists every possible description as a 'say' action; "
+            f"{num_values}**{num_attributes} > 512: use fewer values or attributes"
+        )
+
+
 class SignalEnv(TextParallelEnv):
     """Referential game: a speaker sees the target, listeners must pick it (sparse reward).
 
@@ -78,33 +117,10 @@ class SignalEnv(TextParallelEnv):
         (``obs_mode``, ``max_steps``, ``message_max_tokens``, ``tokenizer``,
         ``invalid_penalty``, ``communication``, ``render_mode``)."""
         super().__init__(num_agents, **base)
-        if not 1 <= num_attributes <= 5:
-            raise ValueError(f"num_attributes must be in 1..5, got {num_attributes!r}")
-        if not 2 <= num_values <= 6:
-            raise ValueError(f"num_values must be in 2..6, got {num_values!r}")
-        if not 2 <= num_candidates <= min(9, num_values**num_attributes):
-            raise ValueError(
-                f"num_candidates must be in 2..{min(9, num_values**num_attributes)} "
-                f"(distinct objects from {num_values} values x {num_attributes} attributes), "
-                f"got {num_candidates!r}"
-            )
-        if not isinstance(num_rounds, int) or num_rounds < 1:
-            raise ValueError(f"num_rounds must be a positive int, got {num_rounds!r}")
-        if not isinstance(word_budget, int) or word_budget < 1:
-            raise ValueError(f"word_budget must be a positive int, got {word_budget!r}")
-        if speaker not in ("rotating", "fixed"):
-            raise ValueError(f"speaker must be 'rotating' or 'fixed', got {speaker!r}")
-        if listener_order not in ("shuffled", "sorted"):
-            raise ValueError(
-                f"listener_order must be 'shuffled' or 'sorted', got {listener_order!r}"
-            )
-        if pick_by not in ("number", "name"):
-            raise ValueError(f"pick_by must be 'number' or 'name', got {pick_by!r}")
-        if self.obs_mode == "vector" and num_values**num_attributes > 512:
-            raise ValueError(
-                "vector mode lists every possible description as a 'say' action; "
-                f"{num_values}**{num_attributes} > 512: use fewer values or attributes"
-            )
+        _check_options(
+            num_candidates, num_attributes, num_values, num_rounds, word_budget,
+            speaker, listener_order, pick_by, vector=self.obs_mode == "vector",
+        )  # fmt: skip
         self.num_candidates = num_candidates
         self.num_attributes = num_attributes
         self.num_values = num_values

@@ -16,7 +16,14 @@ import numpy as np
 from teamgym.envs.metrics import EpisodeMetrics, EpisodeTracker
 from teamgym.envs.registration import load_entry_point, spec
 
-__all__ = ["Policy", "RandomPolicy", "make_baseline", "register_policy_prefix", "run_episode"]
+__all__ = [
+    "Policy",
+    "PrivilegedPolicy",
+    "RandomPolicy",
+    "make_baseline",
+    "register_policy_prefix",
+    "run_episode",
+]
 
 _WORD = re.compile(r"[a-z]+")
 
@@ -56,6 +63,21 @@ class RandomPolicy:
             words[int(i)] for i in self.rng.integers(len(words), size=int(self.rng.integers(1, 4)))
         ]
         return f"<say>{' '.join(chosen)}</say><action>say</action>"
+
+
+class PrivilegedPolicy:
+    """Base of scripted experts that read the true state: ``bind(env)`` keeps the unwrapped
+    env (``run_episode`` and the episode hub call it); they hold no state between steps."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        self.env: Any = None
+
+    def bind(self, env: Any) -> None:
+        """Read the true state of ``env`` (unwrapped)."""
+        self.env = getattr(env, "unwrapped", env)
+
+    def reset(self, seed: int | None = None) -> None:
+        """Stateless between steps: nothing to reset."""
 
 
 PolicyFactory = Callable[[str, "int | None"], "Policy"]

@@ -6,6 +6,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+from teamgym.envs.baselines import PrivilegedPolicy
 from teamgym.envs.foraging.world import MOVES, Field
 
 __all__ = ["ForagingExpert"]
@@ -98,18 +99,8 @@ def plan(field: Field, agents: list[str]) -> dict[str, str]:
     return actions
 
 
-class ForagingExpert:
+class ForagingExpert(PrivilegedPolicy):
     """A team that loads items one by one with just enough levels (see :func:`plan`)."""
-
-    def __init__(self, seed: int | None = None) -> None:
-        self.env: Any = None
-
-    def bind(self, env: Any) -> None:
-        """Read the true state of ``env`` (unwrapped)."""
-        self.env = getattr(env, "unwrapped", env)
-
-    def reset(self, seed: int | None = None) -> None:
-        """Stateless between steps: nothing to reset."""
 
     def act(self, agent: str, observation: str, info: Mapping[str, Any]) -> str:
         """This agent's part of the team plan."""

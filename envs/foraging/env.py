@@ -8,6 +8,7 @@ import numpy as np
 
 from teamgym.envs import events as ev
 from teamgym.envs.foraging.world import MOVES, Field, spawn
+from teamgym.envs.grid import offset_words
 from teamgym.envs.text_env import GameStep, TextParallelEnv
 
 __all__ = ["DIFFICULTIES", "ForagingEnv"]
@@ -27,14 +28,8 @@ _REPLY_FORMAT = (
 
 
 def _direction(frm: Cell, to: Cell) -> str:
-    """``2 north, 1 east`` (rows grow southward)."""
-    dr, dc = to[0] - frm[0], to[1] - frm[1]
-    parts = []
-    if dr:
-        parts.append(f"{abs(dr)} {'south' if dr > 0 else 'north'}")
-    if dc:
-        parts.append(f"{abs(dc)} {'east' if dc > 0 else 'west'}")
-    return ", ".join(parts) or "here"
+    """``2 north, 1 east`` from one (row, col) cell to another (rows grow southward)."""
+    return offset_words(to[0] - frm[0], to[1] - frm[1])
 
 
 class ForagingEnv(TextParallelEnv):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from teamgym.envs.baselines import PrivilegedPolicy
+
 __all__ = ["KeyDoorExpert"]
 
 
@@ -18,20 +20,10 @@ def _toward(here: tuple[int, int], goal: tuple[int, int], valid: list[str]) -> s
     return next((m for m in wanted if m in valid), "wait")
 
 
-class KeyDoorExpert:
+class KeyDoorExpert(PrivilegedPolicy):
     """``robot_0`` walks to the plate and holds it; with a key, ``robot_1`` fetches it and
     crosses first (unlocking the door); every other agent waits by the door, crosses while it
     is open, and takes the treasure."""
-
-    def __init__(self, seed: int | None = None) -> None:
-        self.env: Any = None
-
-    def bind(self, env: Any) -> None:
-        """Read the true state of ``env`` (unwrapped)."""
-        self.env = getattr(env, "unwrapped", env)
-
-    def reset(self, seed: int | None = None) -> None:
-        """Stateless between steps: nothing to reset."""
 
     def act(self, agent: str, observation: str, info: Mapping[str, Any]) -> str:
         """The expert's reply for ``agent`` now."""

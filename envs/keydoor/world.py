@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from teamgym.envs.grid import offset_words
+
 __all__ = ["MOVES", "Layout", "generate_layout", "relative"]
 
 #: Move name -> (dx, dy).
@@ -73,11 +75,5 @@ def generate_layout(
 
 
 def relative(frm: tuple[int, int], to: tuple[int, int]) -> str:
-    """``2 north, 1 east`` (or ``here``): how to get from one cell to another."""
-    dx, dy = to[0] - frm[0], to[1] - frm[1]
-    parts = []
-    if dy:
-        parts.append(f"{abs(dy)} {'south' if dy > 0 else 'north'}")
-    if dx:
-        parts.append(f"{abs(dx)} {'east' if dx > 0 else 'west'}")
-    return ", ".join(parts) or "here"
+    """``2 north, 1 east`` (or ``here``): how to get from one (x, y) cell to another."""
+    return offset_words(to[1] - frm[1], to[0] - frm[0])

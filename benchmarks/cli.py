@@ -18,13 +18,17 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from teamgym.benchmarks.commands import (
     baselines,
+    bench,
     envs,
     learn_bench,
     model,
     perf,
+    play,
+    serve,
     train,
     verl_bench,
     verl_data,
@@ -36,12 +40,42 @@ from teamgym.benchmarks.commands.tables import console as make_console
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 #: The subcommands, in the order ``teamgym --help`` lists them.
-COMMANDS = (envs, baselines, perf, verl_data, verl_bench, verl_kl_watch, train, learn_bench, model)
+COMMANDS = (
+    envs,
+    play,
+    bench,
+    baselines,
+    perf,
+    serve,
+    verl_data,
+    verl_bench,
+    verl_kl_watch,
+    train,
+    learn_bench,
+    model,
+)
+
+
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows a flag's default when it has one worth reading (not None, False or empty)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False, [], (), argparse.SUPPRESS):
+            return action.help
+        return super()._get_help_string(action)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Every (sub)command's ``--help`` shows the defaults."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
-    parser = argparse.ArgumentParser(prog="teamgym", description=__doc__.split("\n", 1)[0])
+    parser = _Parser(prog="teamgym", description=__doc__.split("\n", 1)[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add_parser(sub).set_defaults(run=command.run)

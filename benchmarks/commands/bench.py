@@ -1,22 +1,214 @@
-"""``teamgym bench run|report|compare|perf``: reproducible benchmark runs (being written)."""
+"""``teamgym bench run|report|compare|perf``: reproducible, resumable benchmark runs.
+
+``bench run SUITE`` plays a suite (shipped name or YAML path) into ``--out RUN_DIR`` and
+prints the results table; the same command after a kill resumes. ``bench report RUN_DIR``
+rewrites ``summary.json``, ``report.md`` and the plots; ``bench compare A B`` says whether two
+runs reproduced each other, episode by episode (exit 1 when not); ``bench perf`` times the envs.
+"""
 
 from __future__ import annotations
 
 import argparse
+import warnings
+from pathlib import Path
 
+from rich import box
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
 
 from teamgym.benchmarks.commands import perf
+from teamgym.benchmarks.commands.common import CommandError, bad_input
 
 NAME = "bench"
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Declare ``bench`` and its subcommands."""
     p = sub.add_parser(NAME, help="benchmark runs: run a suite, report, compare, perf")
-    inner = p.add_subparsers(dest="bench_command", required=True)
+    inner = p.add_subparsers(dest="bench_command", required=True, metavar="SUBCOMMAND")
+    _add_run(inner).set_defaults(run=_run)
+    r = inner.add_parser("report", help="rewrite summary.json, report.md and plots of a run")
+    r.add_argument("run_dir", metavar="RUN_DIR")
+    r.set_defaults(run=_report)
+    c = inner.add_parser("compare", help="did two runs reproduce each other, episode by episode?")
+    c.add_argument("run_a", metavar="RUN_A")
+    c.add_argument("run_b", metavar="RUN_B")
+    c.add_argument("--show", type=int, default=10, help="differing episodes to list")
+    c.set_defaults(run=_compare)
     perf.add_parser(inner).set_defaults(run=perf.run)
     return p
+
+
+def _add_run(inner: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    from teamgym.benchmarks.suites import shipped_suites
+
+    p = inner.add_parser(
+        "run",
+        help="play a suite; write results.jsonl, summary.json, report.md and plots",
+        description=__doc__.split("\n", 1)[0],
+    )
+    p.add_argument(
+        "suite",
+        metavar="SUITE",
+        help=f"a shipped suite ({', '.join(sorted(shipped_suites()))}) or a YAML file",
+    )
+    p.add_argument("--out", metavar="RUN_DIR", help="run directory (default: runs/SUITE)")
+    p.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="replace the suite's agents (repeatable): random, expert, baselines, "
+        "checkpoint:DIR, transformers:DIR, openai:MODEL@BASE_URL",
+    )
+    p.add_argument("--env", action="append", default=[], help="only these env ids of the suite")
+    p.add_argument(
+        "--episodes", type=positive_int, help="episodes per setting (replaces the suite's)"
+    )
+    p.add_argument("--seed", type=int, help="first episode seed (replaces the suite's)")
+    p.add_argument(
+        "--concurrency", type=positive_int, default=4, help="episodes in flight (LLM agents)"
+    )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="spread episodes over Ray: a local instance, or the cluster at ADDRESS",
+    )
+    p.add_argument(
+        "--save-observations", action="store_true", help="keep observations in trajectories.jsonl"
+    )
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus gauges on this port")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
+    """Load and check the suite, play what is missing, then report."""
+    from teamgym.adapters.prometheus import record_exporter
+    from teamgym.benchmarks.runner import RunDirError, run_suite
+    from teamgym.benchmarks.suites import SuiteError, load_suite
+
+    with bad_input(SuiteError):
+        suite = load_suite(
+            args.suite,
+            agents=args.agent or None,
+            envs=args.env or None,
+            episodes=args.episodes,
+            seed=args.seed,
+        )
+    run_dir = Path(args.out or Path("runs") / suite.name)
+    export = record_exporter(args.metrics_port)
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[live]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=args.quiet,
+    )
+    tally = {"ok": 0, "success": 0, "errored": 0}
+    task = progress.add_task(suite.name, total=len(suite), live="")
+
+    def on_plan(plan) -> None:  # type: ignore[no-untyped-def]
+        progress.update(task, completed=plan.done)
+        if plan.done:
+            console.print(f"resuming {run_dir}: {plan.done} of {plan.total} episodes done")
+
+    def on_result(result: dict) -> None:
+        if result["status"] == "ok":
+            tally["ok"] += 1
+            tally["success"] += bool(result["metrics"]["success"])
+        else:
+            tally["errored"] += 1
+        rate = tally["success"] / tally["ok"] if tally["ok"] else 0.0
+        errored = f", {tally['errored']} errored" if tally["errored"] else ""
+        progress.update(task, advance=1, live=f"success {rate:.0%}{errored}")
+        export({**(result["metrics"] or {}), "success": rate})
+
+    with progress, bad_input(RunDirError), warnings.catch_warnings():
+        warnings.simplefilter("always")
+        run_suite(
+            suite,
+            run_dir,
+            concurrency=args.concurrency,
+            ray_address=args.ray,
+            save_observations=args.save_observations,
+            on_result=on_result,
+            on_plan=on_plan,
+        )
+    return _print_report(run_dir, console)
+
+
+def _print_report(run_dir: Path, console: Console) -> int:
+    from teamgym.benchmarks.report import SUMMARY_COLUMNS, table_rows, write_report
+
+    rows = write_report(run_dir)
+    table = Table(title=f"{run_dir}", box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in SUMMARY_COLUMNS:
+        left = col in ("env", "agent", "fingerprint")
+        table.add_column(col, justify="left" if left else "right", no_wrap=True)
+    for cells in table_rows(rows):
+        table.add_row(*cells)
+    console.print(table)
+    errored = sum(r["errored"] for r in rows)
+    if errored:
+        console.print(
+            f"[yellow]{errored} episodes errored[/yellow] (reasons in {run_dir / 'report.md'}); "
+            "run the same command again to retry them"
+        )
+    console.print(f"results, summary.json, report.md and plots in {run_dir}")
+    return 0
+
+
+def _report(args: argparse.Namespace, console: Console) -> int:
+    with bad_input(FileNotFoundError):
+        return _print_report(Path(args.run_dir), console)
+
+
+def _compare(args: argparse.Namespace, console: Console) -> int:
+    from teamgym.benchmarks.report import compare_runs
+
+    with bad_input(FileNotFoundError):
+        cmp = compare_runs(args.run_a, args.run_b)
+    console.print(
+        f"{len(cmp.same)} episodes identical, {len(cmp.different)} differ, "
+        f"{len(cmp.only_a)} only in {args.run_a}, {len(cmp.only_b)} only in {args.run_b}"
+    )
+    if cmp.versions[0] != cmp.versions[1]:
+        console.print(
+            f"package versions differ: {sorted(cmp.versions[0])} vs {sorted(cmp.versions[1])}"
+        )
+    for key, what in cmp.different[: args.show]:
+        console.print(f"  differs: {key} ({what})")
+    for name, keys in ((args.run_a, cmp.only_a), (args.run_b, cmp.only_b)):
+        for key in keys[: args.show]:
+            console.print(f"  only in {name}: {key}")
+    if not (cmp.same or cmp.different):
+        raise CommandError("the runs share no episode: are they runs of the same suite?")
+    verdict = "[green]reproduced[/green]" if cmp.reproduced else "[red]not reproduced[/red]"
+    console.print(verdict)
+    return 0 if cmp.reproduced else 1
 
 
 def run(args: argparse.Namespace, console: Console) -> int:

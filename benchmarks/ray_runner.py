@@ -1,0 +1,58 @@
+"""``teamgym bench run --ray [ADDRESS]``: the same episodes, spread over a Ray cluster.
+
+Episodes go to Ray tasks in small chunks; each task plays its chunk with
+:func:`teamgym.benchmarks.runner.play_jobs` (building its own agents) and returns the lines, and
+the driver appends them as chunks finish, so ``results.jsonl`` stays the only writer's and a
+killed driver resumes like a serial run. Episodes are deterministic in their seed, so the lines
+equal the serial run's (except ``wall_s``). Every node needs teamgym installed (and the extras
+its agents use).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from teamgym.benchmarks.suites import Job
+
+__all__ = ["play_on_ray"]
+
+
+def _chunks(jobs: Sequence[Job], size: int) -> list[list[Job]]:
+    return [list(jobs[i : i + size]) for i in range(0, len(jobs), size)]
+
+
+def play_on_ray(
+    jobs: Sequence[Job],
+    address: str,
+    concurrency: int,
+    save_observations: bool,
+    on_done: Callable[[dict, dict], None],
+) -> None:
+    """Play ``jobs`` as Ray tasks (``address="local"``: a Ray instance on this machine)."""
+    import ray
+
+    from teamgym.benchmarks.runner import play_jobs
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(
+            address=None if address == "local" else address,
+            include_dashboard=False,
+            log_to_driver=False,
+            ignore_reinit_error=True,
+        )
+    try:
+        remote = ray.remote(num_cpus=1)(play_jobs)
+        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        size = max(1, min(16, len(jobs) // (4 * cpus) or 1))
+        pending: list[Any] = [
+            remote.remote(chunk, concurrency, save_observations) for chunk in _chunks(jobs, size)
+        ]
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for result, trajectory in ray.get(ready[0]):
+                on_done(result, trajectory)
+    finally:
+        if started:
+            ray.shutdown()

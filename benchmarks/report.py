@@ -1,0 +1,313 @@
+"""Summaries, reports, plots and comparisons of benchmark runs.
+
+:func:`summarise` groups a run's episodes by setting (env, arguments, agent) and gives each
+group its means with 95% confidence intervals (Wilson for success, normal for the rest), its
+errored count, and two fingerprints: ``fingerprint``, the SHA-256 of the episodes' metrics in
+seed order (the same number ``teamgym baselines`` prints for the same seeds), and
+``trajectories``, a hash of the episodes' trajectory hashes. :func:`write_report` writes
+``summary.json``, ``report.md`` and the plots; :func:`compare_runs` says, episode by episode,
+whether two runs reproduced each other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from teamgym.benchmarks.results import JsonLines, latest_by_key
+
+__all__ = [
+    "Comparison",
+    "compare_runs",
+    "load_run",
+    "mean_ci",
+    "summarise",
+    "wilson",
+    "write_report",
+]
+
+Z95 = 1.959963984540054
+#: metric key in the episode record -> (summary name, column title)
+MEANS = {
+    "score": "score",
+    "team_return": "team return",
+    "episode_length": "steps",
+    "collaboration_index": "collab. index",
+    "communication_frequency": "comm. freq",
+    "invalid_action_rate": "invalid",
+    "contribution_gini": "gini",
+}
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of a proportion (sound at 0 % and 100 %, unlike the normal one)."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    lo = 0.0 if successes == 0 else max(0.0, centre - half)
+    hi = 1.0 if successes == n else min(1.0, centre + half)
+    return (lo, hi)
+
+
+def mean_ci(values: Iterable[float | None]) -> dict[str, float | None]:
+    """Mean and normal-approximation 95% interval of the non-None values (None if none)."""
+    kept = [float(v) for v in values if v is not None]
+    if not kept:
+        return {"mean": None, "lo": None, "hi": None, "n": 0}
+    mean = statistics.fmean(kept)
+    half = Z95 * statistics.stdev(kept) / math.sqrt(len(kept)) if len(kept) > 1 else 0.0
+    return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": len(kept)}
+
+
+def load_run(run_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """The latest result of every episode of a run directory, by key."""
+    path = Path(run_dir) / "results.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{run_dir} has no results.jsonl: pass a directory written by `teamgym bench run`"
+        )
+    return latest_by_key(JsonLines(path).load())
+
+
+def _hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def summarise(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One summary row per setting, in first-seen order (see the module docstring)."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for record in results.values():
+        groups.setdefault(record["config_hash"], []).append(record)
+    rows = []
+    for config_hash, records in groups.items():
+        records = sorted(records, key=lambda r: r["seed"])
+        ok = [r for r in records if r["status"] == "ok"]
+        metrics = [r["metrics"] for r in ok]
+        wins = sum(bool(m["success"]) for m in metrics)
+        lo, hi = wilson(wins, len(metrics))
+        first = records[0]
+        rows.append(
+            {
+                "group": first["group"],
+                "env_id": first["env_id"],
+                "kwargs": first["kwargs"],
+                "agent": first["agent"],
+                "config_hash": config_hash,
+                "episodes": len(ok),
+                "errored": len(records) - len(ok),
+                "errors": sorted({r["error"] for r in records if r["status"] != "ok"})[:5],
+                "seeds": [records[0]["seed"], records[-1]["seed"]],
+                "success": {
+                    "mean": wins / len(metrics) if metrics else None,
+                    "lo": lo,
+                    "hi": hi,
+                    "n": len(metrics),
+                },
+                **{key: mean_ci(m[key] for m in metrics) for key in MEANS},
+                "fingerprint": _hash(metrics)[:16] if metrics else None,
+                "trajectories": _hash([(r["seed"], r["trajectory_hash"]) for r in ok]),
+            }
+        )
+    return rows
+
+
+def _fmt(stat: Mapping[str, Any], pct: bool = False) -> str:
+    mean = stat["mean"]
+    if mean is None:
+        return "-"
+    if pct and "lo" in stat and stat.get("ci", True):
+        return f"{100 * mean:.0f}% ({100 * stat['lo']:.0f}-{100 * stat['hi']:.0f})"
+    return f"{100 * mean:.1f}%" if pct else f"{mean:.3f}"
+
+
+SUMMARY_COLUMNS = (
+    "env",
+    "agent",
+    "episodes",
+    "success (95% CI)",
+    "score",
+    "steps",
+    "team return",
+    "collab.",
+    "comm.",
+    "invalid",
+    "gini",
+    "fingerprint",
+)
+"""Columns of the terminal and Markdown tables: collab. = collaboration index, comm. =
+messages per agent-step, invalid = invalid replies per agent-step, gini = contribution Gini."""
+
+
+def table_rows(rows: Iterable[Mapping[str, Any]]) -> list[list[str]]:
+    """Summary rows as the strings of :data:`SUMMARY_COLUMNS` (terminal table and Markdown)."""
+    out = []
+    for r in rows:
+        args = ",".join(f"{k}={v}" for k, v in sorted(r["kwargs"].items()))
+        episodes = str(r["episodes"]) + (f" (+{r['errored']} errored)" if r["errored"] else "")
+        steps = r["episode_length"]["mean"]
+        out.append(
+            [
+                f"{r['env_id']} {args}".strip(),
+                r["agent"],
+                episodes,
+                _fmt(r["success"], pct=True),
+                _fmt(r["score"]),
+                "-" if steps is None else f"{steps:.1f}",
+                _fmt(r["team_return"]),
+                _fmt(r["collaboration_index"]),
+                _fmt(r["communication_frequency"]),
+                _fmt({**r["invalid_action_rate"], "ci": False}, pct=True),
+                _fmt(r["contribution_gini"]),
+                r["fingerprint"] or "-",
+            ]
+        )
+    return out
+
+
+def _markdown(run_dir: Path, rows: list[dict[str, Any]], plots: list[str], meta: Mapping) -> str:
+    lines = [
+        f"# Benchmark run: {meta.get('suite_name', run_dir.name)}",
+        "",
+        f"teamgym {meta.get('package_version', '?')}, suite hash `{meta.get('suite_hash', '?')}`, "
+        f"{sum(r['episodes'] for r in rows)} episodes ok, "
+        f"{sum(r['errored'] for r in rows)} errored.",
+        "Success with a 95% Wilson interval; other columns are means over the ok episodes "
+        "(collab. = collaboration index, comm. = messages per agent-step, invalid = invalid "
+        "replies per agent-step, gini = contribution Gini). `fingerprint` hashes the episodes' "
+        "metrics in seed order: a rerun prints the same.",
+        "",
+        "| " + " | ".join(SUMMARY_COLUMNS) + " |",
+        "|" + "---|" * len(SUMMARY_COLUMNS),
+    ]
+    lines += ["| " + " | ".join(cells) + " |" for cells in table_rows(rows)]
+    errored = [r for r in rows if r["errored"]]
+    if errored:
+        lines += ["", "## Errored episodes", ""]
+        lines += [f"- {r['group']}: {r['errored']}: {'; '.join(r['errors'])}" for r in errored]
+    if plots:
+        lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+def _plot(run_dir: Path, rows: list[dict[str, Any]]) -> list[str]:
+    """``success.png`` and ``collaboration.png``: per setting, bars with 95% intervals."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    shown = [r for r in rows if r["episodes"]]
+    if not shown:
+        return []
+    labels = [r["group"] for r in shown]
+    panels = {
+        "success.png": [("success", "success rate")],
+        "collaboration.png": [
+            ("collaboration_index", "collaboration index"),
+            ("communication_frequency", "messages per agent-step"),
+            ("contribution_gini", "contribution Gini"),
+        ],
+    }
+    written = []
+    for name, metrics in panels.items():
+        fig, axes = plt.subplots(
+            1, len(metrics), figsize=(5 * len(metrics), 0.35 * len(labels) + 1.5), squeeze=False
+        )
+        for ax, (key, title) in zip(axes[0], metrics, strict=True):
+            means = [r[key]["mean"] if r[key]["mean"] is not None else math.nan for r in shown]
+            errs = [
+                [
+                    max(0.0, m - (r[key]["lo"] if r[key]["lo"] is not None else m))
+                    for m, r in zip(means, shown, strict=True)
+                ],
+                [
+                    max(0.0, (r[key]["hi"] if r[key]["hi"] is not None else m) - m)
+                    for m, r in zip(means, shown, strict=True)
+                ],
+            ]
+            ax.barh(range(len(labels)), means, xerr=errs, color="tab:blue", alpha=0.8, capsize=2)
+            ax.set_yticks(range(len(labels)), labels if ax is axes[0][0] else [""] * len(labels))
+            ax.invert_yaxis()
+            ax.set_title(title)
+            ax.grid(axis="x", alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(run_dir / name, dpi=100)
+        plt.close(fig)
+        written.append(name)
+    return written
+
+
+def write_report(run_dir: str | Path) -> list[dict[str, Any]]:
+    """Write ``summary.json``, ``report.md`` and plots for a run directory; returns the rows."""
+    run_dir = Path(run_dir)
+    rows = summarise(load_run(run_dir))
+    meta_path = run_dir / "run.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    summary = {
+        "suite_name": meta.get("suite_name"),
+        "suite_hash": meta.get("suite_hash"),
+        "package_version": meta.get("package_version"),
+        "episodes": sum(r["episodes"] for r in rows),
+        "errored": sum(r["errored"] for r in rows),
+        "expected": meta.get("episodes"),
+        "rows": rows,
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    plots = _plot(run_dir, rows)
+    (run_dir / "report.md").write_text(_markdown(run_dir, rows, plots, meta))
+    return rows
+
+
+@dataclass
+class Comparison:
+    """Episode-by-episode agreement of two runs (see :func:`compare_runs`)."""
+
+    same: list[str] = field(default_factory=list)
+    different: list[tuple[str, str]] = field(default_factory=list)
+    """(key, what differs)."""
+    only_a: list[str] = field(default_factory=list)
+    only_b: list[str] = field(default_factory=list)
+    versions: tuple[set[str], set[str]] = field(default_factory=lambda: (set(), set()))
+
+    @property
+    def reproduced(self) -> bool:
+        """Every episode of each run is in the other, with the same trajectory and metrics."""
+        return bool(self.same) and not (self.different or self.only_a or self.only_b)
+
+
+def compare_runs(run_a: str | Path, run_b: str | Path) -> Comparison:
+    """Match the episodes of two runs by key and compare status, trajectory hash and metrics."""
+    a, b = load_run(run_a), load_run(run_b)
+    out = Comparison(
+        versions=(
+            {r["package_version"] for r in a.values()},
+            {r["package_version"] for r in b.values()},
+        )
+    )
+    for key in sorted(set(a) | set(b)):
+        if key not in b:
+            out.only_a.append(key)
+        elif key not in a:
+            out.only_b.append(key)
+        else:
+            ra, rb = a[key], b[key]
+            diffs = [
+                name
+                for name in ("status", "trajectory_hash", "metrics")
+                if ra.get(name) != rb.get(name)
+            ]
+            if diffs:
+                out.different.append((key, ", ".join(diffs)))
+            else:
+                out.same.append(key)
+    return out

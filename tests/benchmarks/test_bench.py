@@ -1,0 +1,287 @@
+"""``teamgym bench``: suites, resumable runs, reports, comparisons, Ray scale-out."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from teamgym.benchmarks.baselines import run_baselines
+from teamgym.benchmarks.report import compare_runs, load_run, summarise, wilson
+from teamgym.benchmarks.results import JsonLines
+from teamgym.benchmarks.runner import RunDirError, run_suite
+from teamgym.benchmarks.suites import SuiteError, load_suite, parse_suite, shipped_suites
+
+
+def _teamgym(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "teamgym", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _suite_file(tmp_path: Path, suite: dict, name: str = "suite.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(suite))
+    return path
+
+
+SMALL = {
+    "name": "small",
+    "episodes": 4,
+    "agents": ["baselines"],
+    "envs": [
+        {"id": "signal-v0", "sweep": {"num_agents": [2, 3]}},
+        {"id": "foraging-v0", "kwargs": {"difficulty": "easy"}},
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("suite", "message"),
+    [
+        ({**SMALL, "episode": 3}, "unknown key(s) 'episode'; allowed: name, description"),
+        ({**SMALL, "envs": []}, "'envs' must be a non-empty list"),
+        ({**SMALL, "envs": [{"id": "signl-v0"}]}, "Did you mean 'signal-v0'"),
+        ({**SMALL, "envs": [{"id": "signal-v0", "kwarg": {}}]}, "unknown key(s) 'kwarg'"),
+        ({**SMALL, "envs": [{"id": "signal-v0", "kwargs": {"n": 2}}]}, "unknown argument(s) 'n'"),
+        ({**SMALL, "envs": [{"id": "signal-v0", "sweep": {"num_agents": 2}}]}, "non-empty list"),
+        ({**SMALL, "agents": ["oracle"]}, "has no baseline 'oracle'"),
+        ({**SMALL, "agents": [{"kind": "gpt"}]}, "unknown agent kind 'gpt'"),
+        ({**SMALL, "agents": [{"kind": "openai", "model": "m", "temp": 0}]}, "no option(s) temp"),
+        ({**SMALL, "agents": [{"kind": "openai"}]}, "needs 'model'"),
+        ({**SMALL, "episodes": 0}, "episodes must be a positive integer"),
+        ({**SMALL, "agents": ["random", "random"]}, "appears twice"),
+        (
+            {**SMALL, "envs": [{"id": "signal-v0", "teammates": {"robot_0": "x", "robot_1": "y"}}]},
+            "has no baseline 'x'",
+        ),
+        (
+            {
+                **SMALL,
+                "envs": [
+                    {"id": "signal-v0", "teammates": {"robot_0": "expert", "robot_1": "expert"}}
+                ],
+            },
+            "some, not all",
+        ),
+    ],
+)
+def test_bad_suites_are_refused_with_the_allowed_values(suite: dict, message: str) -> None:
+    with pytest.raises(SuiteError) as err:
+        parse_suite(suite, where="s.yaml")
+    assert message in str(err.value), str(err.value)
+
+
+def test_shipped_suites_load_and_expand() -> None:
+    assert {"smoke", "default", "full"} <= set(shipped_suites())
+    smoke = load_suite("smoke")
+    # every registered env, random plus its baselines, the `teamgym baselines` seeds
+    from teamgym.envs import registry, spec
+
+    assert {s.env_id for s in smoke.settings} == set(registry())
+    expected = sum(1 + len(spec(e).baselines) for e in registry())
+    assert len(smoke.settings) == expected and len(smoke) == 100 * expected
+    default = load_suite("default")
+    assert {s.kwargs.get("num_agents") for s in default.settings if s.env_id == "signal-v0"} == {
+        2,
+        3,
+        4,
+    }
+    load_suite("full")
+    with pytest.raises(SuiteError, match="not in suite"):
+        load_suite("smoke", envs=["nope-v0"])
+    with pytest.raises(SuiteError, match="not a shipped suite"):
+        load_suite("smokey")
+
+
+def test_overrides_replace_the_suite_values_and_change_its_hash() -> None:
+    base = load_suite("smoke", envs=["signal-v0"], episodes=3)
+    assert len(base) == 3 * 3
+    only_random = load_suite("smoke", envs=["signal-v0"], episodes=3, agents=["random"])
+    assert [s.label for s in only_random.settings] == ["random"]
+    assert only_random.hash != base.hash
+    assert load_suite("smoke", envs=["signal-v0"], episodes=3).hash == base.hash
+
+
+def test_bench_episodes_reproduce_the_baselines_fingerprints(tmp_path: Path) -> None:
+    suite = load_suite("smoke", envs=["signal-v0", "publicgoods-v0"], episodes=6)
+    run_suite(suite, tmp_path / "run")
+    rows = {(r["env_id"], r["agent"]): r for r in summarise(load_run(tmp_path / "run"))}
+    expected = run_baselines(["signal-v0", "publicgoods-v0"], episodes=6)
+    assert len(rows) == len(expected)
+    for result in expected:
+        row = rows[(result.env_id, result.baseline)]
+        assert row["fingerprint"] == result.fingerprint, (result.env_id, result.baseline)
+        assert row["success"]["mean"] == result.success_rate
+
+
+def test_results_lines_carry_the_fingerprint_fields(tmp_path: Path) -> None:
+    suite = parse_suite({**SMALL, "envs": [{"id": "signal-v0"}], "agents": ["expert"]})
+    run_suite(suite, tmp_path / "run")
+    lines = JsonLines(tmp_path / "run" / "results.jsonl").load()
+    assert len(lines) == 4
+    for line in lines:
+        assert line["status"] == "ok" and line["error"] is None
+        assert line["env_id"] == "signal-v0" and line["env_version"] == 0
+        assert line["package_version"] and len(line["trajectory_hash"]) == 16
+        assert line["config_hash"] == suite.settings[0].config_hash
+        assert line["metrics"]["success"] is True
+    trajectories = JsonLines(tmp_path / "run" / "trajectories.jsonl").load()
+    assert [t["key"] for t in trajectories] == [line["key"] for line in lines]
+    assert all(
+        "<action>" in a for step in trajectories[0]["steps"] for a in step["actions"].values()
+    )
+
+
+def test_a_run_dir_holds_one_suite(tmp_path: Path) -> None:
+    run_suite(parse_suite({**SMALL, "envs": [{"id": "signal-v0"}]}), tmp_path / "run")
+    other = parse_suite({**SMALL, "envs": [{"id": "signal-v0"}], "episodes": 5})
+    with pytest.raises(RunDirError, match="pass --out NEW_DIR"):
+        run_suite(other, tmp_path / "run")
+
+
+def test_a_partial_last_line_is_cut_and_its_episode_replayed(tmp_path: Path) -> None:
+    suite = parse_suite({**SMALL, "envs": [{"id": "signal-v0"}], "agents": ["random"]})
+    run_suite(suite, tmp_path / "a")
+    run_suite(suite, tmp_path / "b")
+    results = tmp_path / "b" / "results.jsonl"
+    lines = results.read_bytes().splitlines(keepends=True)
+    results.write_bytes(b"".join(lines[:2]) + lines[2][:40])  # killed while writing line 3
+    with pytest.warns(UserWarning, match="partial last line"):
+        run_suite(suite, tmp_path / "b")
+    assert compare_runs(tmp_path / "a", tmp_path / "b").reproduced
+    assert len(JsonLines(results).load()) == 4
+
+
+def test_sigkill_then_the_same_command_resumes_to_the_same_summary(tmp_path: Path) -> None:
+    suite = _suite_file(
+        tmp_path,
+        {
+            "name": "kill",
+            "episodes": 30,
+            "agents": ["random", "expert"],
+            "envs": [{"id": "thor-assembly-v0", "kwargs": {"num_agents": 2}}],
+        },
+    )
+    cmd = [sys.executable, "-m", "teamgym", "bench", "run", str(suite), "--quiet"]
+    whole = subprocess.run([*cmd, "--out", str(tmp_path / "whole")], capture_output=True, text=True)
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([*cmd, "--out", str(killed)], stdout=subprocess.DEVNULL)
+    results = killed / "results.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if results.exists() and results.read_bytes().count(b"\n") >= 8:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = results.read_bytes().count(b"\n")
+    assert 8 <= done < 60, f"the kill came too late to test a resume ({done} of 60 done)"
+    again = subprocess.run([*cmd, "--out", str(killed)], capture_output=True, text=True)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"resuming {killed}" in again.stdout and "of 60 episodes done" in again.stdout
+
+    def rows(run: Path) -> list[dict]:
+        return json.loads((run / "summary.json").read_text())["rows"]
+
+    assert rows(killed) == rows(tmp_path / "whole")
+    assert len(JsonLines(results).load()) == 60  # no episode written twice
+    cmp = _teamgym("bench", "compare", str(tmp_path / "whole"), str(killed))
+    assert (
+        cmp.returncode == 0 and "reproduced" in cmp.stdout and "60 episodes identical" in cmp.stdout
+    )
+
+
+def test_compare_reports_differences_and_exits_1(tmp_path: Path) -> None:
+    suite = parse_suite({**SMALL, "envs": [{"id": "signal-v0"}], "agents": ["random"]})
+    run_suite(suite, tmp_path / "a")
+    run_suite(suite, tmp_path / "b")
+    results = tmp_path / "b" / "results.jsonl"
+    lines = [json.loads(x) for x in results.read_text().splitlines()]
+    lines[1]["trajectory_hash"] = "0" * 16
+    results.write_text("".join(json.dumps(x) + "\n" for x in lines[:3]))
+    cmp = compare_runs(tmp_path / "a", tmp_path / "b")
+    assert not cmp.reproduced and len(cmp.different) == 1 and len(cmp.only_a) == 1
+    proc = _teamgym("bench", "compare", str(tmp_path / "a"), str(tmp_path / "b"))
+    assert proc.returncode == 1 and "not reproduced" in proc.stdout
+    assert "trajectory_hash" in proc.stdout and "only in" in proc.stdout
+
+
+def test_bench_run_cli_writes_report_and_plots(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = _teamgym(
+        "bench",
+        "run",
+        "smoke",
+        "--env",
+        "signal-v0",
+        "--episodes",
+        "5",
+        "--out",
+        str(out),
+        "--quiet",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "signal-v0" in proc.stdout and "expert" in proc.stdout and "100% (" in proc.stdout
+    for name in ("run.json", "results.jsonl", "trajectories.jsonl", "summary.json", "report.md"):
+        assert (out / name).is_file(), name
+    assert (out / "success.png").stat().st_size > 1000
+    report = (out / "report.md").read_text()
+    assert "| signal-v0 | expert | 5 |" in report and "![success.png](success.png)" in report
+    again = _teamgym("bench", "report", str(out))
+    assert again.returncode == 0 and "signal-v0" in again.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("bench", "run", "nosuch"), "not a shipped suite"),
+        (("bench", "run", "smoke", "--env", "x-v0"), "not in suite"),
+        (("bench", "report", "/nonexistent"), "has no results.jsonl"),
+        (("bench", "run", "smoke", "--agent", "oracle", "--env", "signal-v0"), "has no baseline"),
+    ],
+)
+def test_bench_usage_errors_exit_2(args: tuple[str, ...], message: str) -> None:
+    proc = _teamgym(*args)
+    assert proc.returncode == 2 and message in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_bench_episodes_zero_is_a_usage_error() -> None:
+    proc = _teamgym("bench", "run", "smoke", "--episodes", "0")
+    assert proc.returncode == 2 and "must be at least 1" in proc.stderr
+
+
+def test_wilson_interval() -> None:
+    lo, hi = wilson(0, 100)
+    assert lo == 0.0 and 0.03 < hi < 0.04
+    lo, hi = wilson(50, 100)
+    assert 0.39 < lo < 0.41 and 0.59 < hi < 0.61
+
+
+@pytest.mark.slow
+def test_ray_run_equals_the_serial_run(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    suite = parse_suite(
+        {
+            "name": "ray",
+            "episodes": 6,
+            "agents": ["baselines"],
+            "envs": [{"id": "signal-v0"}, {"id": "keydoor-v0", "kwargs": {"difficulty": "easy"}}],
+        }
+    )
+    run_suite(suite, tmp_path / "serial")
+    run_suite(suite, tmp_path / "ray", ray_address="local")
+    cmp = compare_runs(tmp_path / "serial", tmp_path / "ray")
+    assert cmp.reproduced and len(cmp.same) == len(suite)
+    serial, distributed = load_run(tmp_path / "serial"), load_run(tmp_path / "ray")
+    for key, record in serial.items():
+        assert {**record, "wall_s": 0} == {**distributed[key], "wall_s": 0}, key

@@ -160,7 +160,9 @@ def _parse_string(spec: str) -> AgentSpec:
             {"kind": "openai", "model": model, **({"base_url": url} if url else {})}
         )
     if spec.startswith("transformers:"):
-        return parse_agent_spec({"kind": "transformers", "path": spec.removeprefix("transformers:")})
+        return parse_agent_spec(
+            {"kind": "transformers", "path": spec.removeprefix("transformers:")}
+        )
     return parse_agent_spec({"kind": "baseline", "name": spec})
 
 

@@ -7,11 +7,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 __all__ = [
     "baselines_table",
     "console",
+    "env_args_table",
     "envs_table",
     "learn_table",
     "perf_table",
@@ -40,12 +42,48 @@ def _table(title: str | None, columns: Iterable[str], left: Iterable[str]) -> Ta
 
 
 def envs_table(registry: Mapping[str, str]) -> Table:
-    """Registered env ids and their descriptions."""
-    table = Table(title="teamgym environments")
-    table.add_column("id", style="bold")
+    """Registered env ids, their descriptions and their scripted baselines."""
+    from teamgym.envs import spec
+
+    table = Table(title="teamgym environments (`teamgym envs ID` lists an env's arguments)")
+    table.add_column("id", style="bold", no_wrap=True)
     table.add_column("description")
+    table.add_column("baselines")
     for env_id, description in registry.items():
-        table.add_row(env_id, description)
+        table.add_row(env_id, description, ", ".join(["random", *spec(env_id).baselines]))
+    return table
+
+
+def env_args_table(env_id: str) -> Table:
+    """The constructor arguments of one env: name, default, type, and the class declaring it
+    (the env's own first, then the options every text env shares)."""
+    import inspect
+
+    from teamgym.envs import spec
+
+    env_spec = spec(env_id)
+    factory = env_spec.load()
+    chain = (
+        [c for c in inspect.getmro(factory) if c is not object and "__init__" in vars(c)]
+        if inspect.isclass(factory)
+        else [factory]
+    )
+    table = _table(
+        f"{env_id} arguments",
+        ("argument", "default", "type", "from"),
+        left=("argument", "default", "type", "from"),
+    )
+    seen = set()
+    for owner in chain:
+        fn = vars(owner)["__init__"] if inspect.isclass(owner) else owner
+        for p in inspect.signature(fn).parameters.values():
+            if p.name in seen or p.name == "self" or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+                continue
+            seen.add(p.name)
+            default = env_spec.kwargs.get(p.name, p.default)
+            shown = "(required)" if default is inspect.Parameter.empty else repr(default)
+            annotation = "" if p.annotation is inspect.Parameter.empty else str(p.annotation)
+            table.add_row(p.name, escape(shown), escape(annotation), owner.__name__)
     return table
 
 

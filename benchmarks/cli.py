@@ -1,7 +1,10 @@
 """The ``teamgym`` command line.
 
-``teamgym envs``       list the registered environments;
-``teamgym baselines``  run every env with its baselines and print a results table (main job);
+``teamgym envs [ID]``  list the registered environments (or one env's arguments);
+``teamgym play ENV``   play one agent yourself in the terminal; baselines play the rest;
+``teamgym bench run SUITE``  play a benchmark suite (resumable); ``bench report|compare|perf``;
+``teamgym serve DIR``  an OpenAI-compatible chat server over a local model directory;
+``teamgym baselines``  every env with its baselines, one table (``bench run smoke`` does more);
 ``teamgym perf``       microseconds per agent-step of every env;
 ``teamgym verl-data``  parquet datasets for VERL (one row per episode seed and agent);
 ``teamgym verl-bench`` throughput and concurrency of the VERL adapter;
@@ -60,7 +63,13 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows a flag's default when it has one worth reading (not None, False or empty)."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default in (None, False, [], (), argparse.SUPPRESS):
+        default = action.default
+        if (
+            default is None
+            or default is False
+            or default == argparse.SUPPRESS
+            or default in ([], ())
+        ):
             return action.help
         return super()._get_help_string(action)
 
@@ -75,7 +84,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
-    parser = _Parser(prog="teamgym", description=__doc__.split("\n", 1)[0])
+    parser = _Parser(prog="teamgym", description=__doc__.split("\n", 1)[0].replace("``", ""))
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add_parser(sub).set_defaults(run=command.run)

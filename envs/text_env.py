@@ -299,7 +299,7 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         for agent in live:
             if agent in result.feedback:
                 replies.feedback[agent].append(result.feedback[agent])
-            self._feedback[agent] = " ".join(replies.feedback[agent]) or "Nothing happened."
+            self._feedback[agent] = " ".join(replies.feedback[agent]) or self._quiet_feedback(agent)
         self.agents = [a for a in live if not (terminations[a] or truncations[a])]
         obs, infos = self._outputs(live, rewards, events, result.info)
         return obs, dict(rewards), terminations, truncations, infos
@@ -325,6 +325,17 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         """Nothing to release for pure-Python games."""
 
     # ----------------------------------------------------------------- step phases
+    def _quiet_feedback(self, agent: str) -> str:
+        """Feedback of a step whose rules said nothing about ``agent``'s action: the messages it
+        sent and received (delivered messages are news), else that nothing happened."""
+        news = ["Your message was sent."] if agent in self.messages_sent else []
+        received = self.inbox.get(agent, [])
+        if received:
+            senders = ", ".join(dict.fromkeys(sender for sender, _ in received))
+            what = "messages" if len(received) > 1 else "a message"
+            news.append(f"You received {what} from {senders}.")
+        return " ".join(news) or "Nothing happened."
+
     def _read_replies(self, live: list[str], actions: dict[str, Any]) -> _Replies:
         """Decode every live agent's reply; an unusable one becomes a penalised, explained no-op."""
         replies = _Replies(feedback={a: [] for a in live})

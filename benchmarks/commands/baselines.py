@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from teamgym.benchmarks.commands.common import add_env_arg, check_env, env_kwargs
+from teamgym.benchmarks.commands.common import add_env_arg, check_envs, env_kwargs, positive_int
 from teamgym.benchmarks.commands.tables import baselines_table
 from teamgym.names import EVAL_SEED_BASE
 
@@ -22,10 +22,18 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "--env", action="append", help="env id (repeatable); default: every registered env"
     )
-    p.add_argument("--episodes", type=int, default=100, help="episodes per (env, baseline)")
-    p.add_argument("--seed", type=int, default=EVAL_SEED_BASE, help="first evaluation seed")
+    p.add_argument(
+        "--episodes",
+        type=positive_int,
+        default=100,
+        metavar="N",
+        help="episodes per (env, baseline)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=EVAL_SEED_BASE, metavar="N", help="first evaluation seed"
+    )
     add_env_arg(p)
-    p.add_argument("--out", help="also write the results as JSON to this file")
+    p.add_argument("--out", metavar="FILE", help="also write the results as JSON to this file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -37,8 +45,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
     env_ids = args.env or list(registry())
     kwargs = env_kwargs(args)
-    for env_id in env_ids:
-        check_env(env_id, kwargs)
+    check_envs(env_ids, kwargs, chosen=bool(args.env))
     total = sum(len(spec(e).baselines) + 1 for e in env_ids) * args.episodes
     progress = Progress(
         TextColumn("[bold]baselines"),

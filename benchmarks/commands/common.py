@@ -1,4 +1,4 @@
-"""What several commands share: bad-input errors, the ``KEY=VALUE`` flags, up-front checks."""
+"""What several commands share: bad-input errors, count and ``KEY=VALUE`` flags, up-front checks."""
 
 from __future__ import annotations
 
@@ -17,9 +17,12 @@ __all__ = [
     "bad_input",
     "check_baselines",
     "check_env",
+    "check_envs",
     "check_teammates",
     "env_kwargs",
+    "non_negative_int",
     "parse_pairs",
+    "positive_int",
     "teammates",
 ]
 
@@ -39,16 +42,37 @@ def bad_input(*errors: type[Exception]) -> Iterator[None]:
         raise CommandError(str(message)) from exc
 
 
+def _int_at_least(least: int, text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """``type=`` of a count flag that must be 1 or more: ``--episodes 0`` is a usage error
+    (argparse's ``error:`` line, status 2), not a failure deep in the run."""
+    return _int_at_least(1, text)
+
+
+def non_negative_int(text: str) -> int:
+    """``type=`` of a count flag that may be 0."""
+    return _int_at_least(0, text)
+
+
 def parse_pairs(
     items: Sequence[str], flag: str, metavar: str = "KEY=VALUE", allow_empty: bool = False
 ) -> dict[str, str]:
     """The ``KEY=VALUE`` items of a repeatable flag as a dict (a later key wins); a malformed
-    item exits with a message, as argparse does."""
+    item is bad input (a :class:`CommandError`: ``error:`` and status 2, as argparse does)."""
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key or not (value or allow_empty):
-            raise SystemExit(f"error: {flag} expects {metavar}, got {item!r}")
+            raise CommandError(f"{flag} expects {metavar}, got {item!r}")
         out[key] = value
     return out
 
@@ -100,6 +124,38 @@ def check_env(env_id: str, kwargs: Mapping[str, Any] | None = None) -> None:
 
     with bad_input(KeyError, TypeError, ValueError):
         make(env_id, **(kwargs or {})).close()
+
+
+def check_envs(env_ids: Sequence[str], kwargs: Mapping[str, Any], chosen: bool) -> None:
+    """:func:`check_env` for each env; when the envs were not ``chosen`` (no ``--env``: every
+    registered env), a refusal says so and names the ``--env`` flags of the envs that accept
+    ``kwargs``, since ``--env-arg`` then applies to every env."""
+    refusals = {}
+    for env_id in env_ids:
+        try:
+            check_env(env_id, kwargs)
+        except CommandError as exc:
+            if chosen or not kwargs:
+                raise
+            refusals[env_id] = str(exc) if env_id in str(exc) else f"{env_id}: {exc}"
+    if refusals:
+        first = next(iter(refusals.values()))
+        takers = [e for e in env_ids if e not in refusals]
+        hint = (
+            f"{_and(takers)} {'takes' if len(takers) == 1 else 'take'} them: "
+            + " ".join(f"--env {e}" for e in takers)
+            if takers
+            else "pick the env they are meant for with --env ENV"
+        )
+        raise CommandError(
+            f"{first}\nWithout --env, --env-arg applies to every env and {_and(list(refusals))} "
+            f"refused {', '.join(kwargs)}; {hint}"
+        )
+
+
+def _and(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return " and ".join([", ".join(items[:-1]), items[-1]] if len(items) > 1 else items)
 
 
 def check_teammates(env_id: str, kwargs: Mapping[str, Any], names: Mapping[str, str]) -> None:

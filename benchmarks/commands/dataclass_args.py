@@ -79,7 +79,9 @@ def _add_field(
     else:
         kind, choices = _scalar(field.name, hint)
         required = default is dataclasses.MISSING
-        help = doc if required or default is None else f"{doc} (default: {default})"
+        # "%(default)s" (not the value): argparse fills it in, and a formatter that shows
+        # defaults (the CLI's) sees it there and does not add a second one.
+        help = doc if required or default is None else f"{doc} (default: %(default)s)"
         parser.add_argument(
             flag,
             type=kind,

@@ -6,6 +6,7 @@ import argparse
 
 from rich.console import Console
 
+from teamgym.benchmarks.commands.common import positive_int
 from teamgym.benchmarks.commands.tables import learn_table
 from teamgym.benchmarks.learn import STAGES
 
@@ -18,9 +19,19 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         NAME, help="learning benchmark: build a local model, warm up, GRPO to a target"
     )
     p.add_argument("stage", choices=list(STAGES), help="which benchmark")
-    p.add_argument("--out", default=None, help="run directory (default runs/learn-STAGE)")
-    p.add_argument("--steps", type=int, default=None, help="GRPO steps (default: the stage's)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the model, the draws, the run")
+    p.add_argument(
+        "--out", default=None, metavar="DIR", help="run directory (default: runs/learn-STAGE)"
+    )
+    p.add_argument(
+        "--steps",
+        type=positive_int,
+        metavar="N",
+        default=None,
+        help="GRPO steps (default: the stage's)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, metavar="N", help="seed of the model, the draws, the run"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 

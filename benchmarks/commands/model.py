@@ -6,6 +6,8 @@ import argparse
 
 from rich.console import Console
 
+from teamgym.benchmarks.commands.common import positive_int
+
 NAME = "model"
 
 
@@ -14,16 +16,24 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(NAME, help="local models")
     msub = p.add_subparsers(dest="model_command", required=True)
     m = msub.add_parser("init", help="build a small local model and tokenizer (no download)")
-    m.add_argument("--out", required=True, help="output directory (a Hugging Face model directory)")
-    m.add_argument("--seed", type=int, default=0, help="seed of the corpus and the weights")
-    m.add_argument("--layers", type=int, default=2, help="transformer blocks")
+    m.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="output directory (a Hugging Face model directory)",
+    )
+    m.add_argument(
+        "--seed", type=int, default=0, metavar="N", help="seed of the corpus and the weights"
+    )
+    m.add_argument("--layers", type=positive_int, metavar="N", default=2, help="transformer blocks")
     m.add_argument(
         "--sliding-window",
-        type=int,
+        type=positive_int,
         default=None,
+        metavar="TOKENS",
         help="attention window in tokens (Qwen2 sliding-window attention); full attention if omitted",
     )
-    m.add_argument("--hidden-size", type=int, default=64, help="model width")
+    m.add_argument("--hidden-size", type=positive_int, metavar="N", default=64, help="model width")
     return p
 
 

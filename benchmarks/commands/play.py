@@ -1,21 +1,160 @@
-"""``teamgym play``: placeholder while it is written (owned by a helper this session)."""
+"""``teamgym play ENV``: a person plays one agent in the terminal; baselines play the others.
+
+The person sees what the agent would see (its instructions once, then each turn its
+observation and numbered valid actions) and types a reply (see :mod:`teamgym.benchmarks.human`);
+after each step come the feedback and the rewards, at the end the episode's metrics and
+whether the team succeeded. ``q``, end of input or Ctrl-C quit cleanly.
+"""
 
 from __future__ import annotations
 
 import argparse
+import functools
 
 from rich.console import Console
+from rich.markup import escape
+from rich.rule import Rule
+from rich.table import Table
 
-from teamgym.benchmarks.commands.common import CommandError
+from teamgym.benchmarks.commands.common import CommandError, add_env_arg, bad_input, env_kwargs
+from teamgym.benchmarks.human import HOW_TO_REPLY, typed_reply
+from teamgym.envs.metrics import EpisodeMetrics
 
 NAME = "play"
+QUIT = ("q", "quit", "exit")
+
+
+class _Quit(Exception):
+    """The person asked to stop (``q``, end of input or Ctrl-C)."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Declare the command."""
-    return sub.add_parser(NAME, help="(not written yet)")
+    """Declare the command and its flags."""
+    p = sub.add_parser(
+        NAME, help="play one agent yourself in the terminal; baselines play the rest"
+    )
+    p.add_argument("env", help="env id, e.g. signal-v0")
+    p.add_argument(
+        "--agent", metavar="AGENT", help="the agent you play, e.g. robot_1 (default: the first)"
+    )
+    p.add_argument(
+        "--teammates",
+        metavar="BASELINE",
+        help="baseline playing the other agents (default: the env's expert if it has one, "
+        "else random)",
+    )
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="episode seed")
+    add_env_arg(p)
+    return p
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    """Not written yet."""
-    raise CommandError("not written yet")
+    """Play one episode; print its metrics (or that it was left unfinished)."""
+    from teamgym.envs import EpisodeTracker, make, spec
+    from teamgym.envs.baselines import make_baseline
+
+    with bad_input(KeyError, TypeError, ValueError):
+        env = make(args.env, **env_kwargs(args))
+        baseline = args.teammates or (
+            "expert" if "expert" in spec(args.env).baselines else "random"
+        )
+        policy = make_baseline(args.env, baseline, args.seed)
+    if getattr(env.unwrapped, "obs_mode", "text") != "text":
+        raise CommandError("play needs text observations; drop --env-arg obs_mode=...")
+    me = args.agent or env.possible_agents[0]
+    if me not in env.possible_agents:
+        raise CommandError(
+            f"{args.env} has no agent {me!r}; agents: {', '.join(env.possible_agents)}"
+        )
+
+    obs, infos = env.reset(seed=args.seed)
+    if hasattr(policy, "bind"):  # privileged baselines read the true state
+        policy.bind(env)
+    policy.reset(args.seed * 1000)
+    others = [a for a in env.possible_agents if a != me]
+    say = functools.partial(console.print, markup=False, highlight=False, soft_wrap=True)
+    console.print(
+        f"You play [bold]{me}[/bold] in {args.env} (seed {args.seed}); "
+        f"{', '.join(others)} played by the [bold]{escape(baseline)}[/bold] baseline."
+    )
+    say(HOW_TO_REPLY)
+    console.print(Rule("instructions"))
+    say(infos[me]["instructions"])
+
+    tracker, last_info, done_said = EpisodeTracker(env.possible_agents), dict(infos), False
+    try:
+        while env.agents:
+            replies = {a: policy.act(a, obs[a], last_info[a]) for a in env.agents if a != me}
+            if me in env.agents:
+                console.print(Rule(f"step {tracker.length}"))
+                say(obs[me])
+                replies[me] = _ask(console, me, list(last_info[me]["valid_actions"]))
+                say(f"sent: {replies[me]}")
+            elif not done_said:
+                say("Your part is over; your teammates play on.")
+                done_said = True
+            obs, rewards, _, _, infos = env.step(replies)
+            last_info.update(infos)
+            tracker.step(rewards, infos)
+            if me in infos:  # the feedback opens the next observation; say it here at the end
+                if me not in env.agents:
+                    say(f"feedback: {infos[me]['feedback']}")
+                say(f"reward: {rewards[me]:+.2f} (team this step: {sum(rewards.values()):+.2f})")
+    except (_Quit, KeyboardInterrupt):
+        console.print(f"\nQuit at step {tracker.length}; the episode was left unfinished.")
+        return 0
+    finally:
+        env.close()
+    _summary(console, me, tracker.metrics())
+    return 0
+
+
+def _ask(console: Console, me: str, valid: list[str]) -> str:
+    """Prompt until the person types a usable reply; :class:`_Quit` when they stop."""
+    console.print(
+        "choose: " + "  ".join(f"{i}) {a}" for i, a in enumerate(valid, 1)),
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    while True:
+        try:
+            line = console.input(f"[bold]{me}>[/bold] ")
+        except (EOFError, KeyboardInterrupt):
+            raise _Quit from None
+        if line.strip().lower() in QUIT:
+            raise _Quit
+        if line.strip() == "?":
+            console.print(HOW_TO_REPLY, markup=False, highlight=False)
+            continue
+        try:
+            return typed_reply(line, valid)
+        except ValueError as exc:
+            console.print(str(exc), style="yellow", markup=False, highlight=False, soft_wrap=True)
+
+
+def _summary(console: Console, me: str, m: EpisodeMetrics) -> None:
+    """The finished episode's metrics and verdict."""
+    table = Table(title="episode metrics", show_header=False)
+    rows = [
+        ("success", "yes" if m.success else "no"),
+        ("score", f"{m.score:.3f}"),
+        ("steps", str(m.episode_length)),
+        (f"your return ({me})", f"{m.returns.get(me, 0.0):.3f}"),
+        ("team return", f"{m.team_return:.3f}"),
+        (
+            "collaboration index",
+            "-" if m.collaboration_index is None else f"{m.collaboration_index:.3f}",
+        ),
+        ("communication frequency", f"{m.communication_frequency:.3f}"),
+        ("invalid action rate", f"{m.invalid_action_rate:.3f}"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+    verdict = (
+        "[green]The team succeeded.[/green]"
+        if m.success
+        else "[red]The team did not succeed.[/red]"
+    )
+    console.print(verdict)

@@ -49,14 +49,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     """Check the env and the baselines it names, train, and say where the results are."""
-    from teamgym.adapters.cpu_trainer import train
-    from teamgym.adapters.verl.dataset import PromptTooLongError
-
     settings: TrainArgs = dataclass_from_args(TrainArgs, args, CUSTOM)
     check_env(settings.env, settings.env_kwargs)
     check_teammates(settings.env, settings.env_kwargs, settings.teammates)
     teachers = [settings.warmup_policy] if settings.warmup_steps > 0 else []
     check_baselines(settings.env, [*settings.teammates.values(), *teachers])
+    from teamgym.adapters.cpu_trainer import train  # torch: only once the input is known good
+    from teamgym.adapters.verl.dataset import PromptTooLongError
+
     with bad_input(PromptTooLongError):
         history = train(settings, progress=not args.quiet)
     _report(settings.out, history, console)

@@ -6,6 +6,7 @@ import argparse
 
 from rich.console import Console
 
+from teamgym.benchmarks.commands.common import positive_int
 from teamgym.benchmarks.commands.tables import throughput_table
 
 NAME = "verl-bench"
@@ -14,14 +15,28 @@ NAME = "verl-bench"
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Declare the command and its flags."""
     p = sub.add_parser(NAME, help="throughput and concurrency of the VERL adapter on CPU")
-    p.add_argument("--episodes", type=int, default=16, help="episodes in the batch")
-    p.add_argument("--agents", type=int, default=4, help="agents per episode")
-    p.add_argument("--rounds", type=int, default=2, help="signal-v0 rounds (2 turns each)")
     p.add_argument(
-        "--latency", type=float, default=0.05, help="seconds per call of the server double"
+        "--episodes", type=positive_int, metavar="N", default=16, help="episodes in the batch"
     )
-    p.add_argument("--n", type=int, default=1, help="rollout.n copies of each row")
-    p.add_argument("--model", default=None, help="local model directory (built when omitted)")
+    p.add_argument("--agents", type=positive_int, metavar="N", default=4, help="agents per episode")
+    p.add_argument(
+        "--rounds",
+        type=positive_int,
+        metavar="N",
+        default=2,
+        help="signal-v0 rounds (2 turns each)",
+    )
+    p.add_argument(
+        "--latency",
+        type=float,
+        metavar="SECONDS",
+        default=0.05,
+        help="seconds per call of the server double",
+    )
+    p.add_argument("--n", type=positive_int, default=1, help="rollout.n copies of each row")
+    p.add_argument(
+        "--model", default=None, metavar="DIR", help="local model directory (built when omitted)"
+    )
     return p
 
 

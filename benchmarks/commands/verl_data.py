@@ -7,13 +7,14 @@ import argparse
 from rich.console import Console
 
 from teamgym.benchmarks.commands.common import (
-    CommandError,
     add_env_arg,
     add_teammate_arg,
     bad_input,
     check_env,
     check_teammates,
     env_kwargs,
+    non_negative_int,
+    positive_int,
     teammates,
 )
 
@@ -27,23 +28,38 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument("--env", required=True, help="env id, e.g. signal-v0")
     add_env_arg(p)
-    p.add_argument("--train-episodes", type=int, required=True, help="training episodes")
     p.add_argument(
-        "--val-episodes", type=int, default=64, help="validation episodes (disjoint seeds)"
+        "--train-episodes", type=positive_int, metavar="N", required=True, help="training episodes"
     )
     p.add_argument(
-        "--seed", type=int, default=0, help="seed of the episode-seed draw and of the shuffle"
+        "--val-episodes",
+        type=non_negative_int,
+        metavar="N",
+        default=64,
+        help="validation episodes (disjoint seeds)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="seed of the episode-seed draw and of the shuffle",
     )
     add_teammate_arg(p)
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory")
     p.add_argument(
         "--tokenizer",
         default=None,
+        metavar="PATH",
         help="the model's tokenizer (path or name): measure every prompt and refuse the dataset "
         "if one exceeds --max-prompt-length (VERL would drop it and split its episode)",
     )
     p.add_argument(
-        "--max-prompt-length", type=int, default=2048, help="data.max_prompt_length of the run"
+        "--max-prompt-length",
+        type=positive_int,
+        default=2048,
+        metavar="TOKENS",
+        help="data.max_prompt_length of the run",
     )
     return p
 
@@ -53,8 +69,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from teamgym.adapters.verl.dataset import PromptTooLongError, build_dataset
 
     kwargs, mates = env_kwargs(args), teammates(args)
-    if args.train_episodes < 1 or args.val_episodes < 0:
-        raise CommandError("--train-episodes must be >= 1 and --val-episodes >= 0")
     check_env(args.env, kwargs)
     check_teammates(args.env, kwargs, mates)
     with bad_input(PromptTooLongError):

@@ -13,7 +13,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Declare the command and its flags."""
     p = sub.add_parser(NAME, help="warn when a VERL run's KL to the reference passes its target")
     p.add_argument("file", help="VERL file-logger JSONL (VERL_FILE_LOGGER_PATH)")
-    p.add_argument("--target", type=float, default=0.02, help="KL target")
+    p.add_argument("--target", type=float, metavar="KL", default=0.02, help="KL target")
     p.add_argument("--follow", action="store_true", help="keep reading as the run writes")
     return p
 

@@ -152,8 +152,8 @@ class KeyDoorEnv(TextParallelEnv):
                 events += self._moved(agent, before, holders)
             elif action == "take":
                 events += self._take(agent, feedback)
-            else:
-                feedback[agent] = "You waited." if action == "wait" else "Nothing happened."
+            elif action == "wait":
+                feedback[agent] = "You waited."
         for agent in self._on_plate():
             if not self.held_once:
                 events.append(ev.subtask_attempted("open_door", [agent]))

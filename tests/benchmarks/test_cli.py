@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from teamgym.benchmarks.baselines import run_baselines
-from teamgym.benchmarks.perf import measure
 
 
 def _teamgym(*args: str) -> subprocess.CompletedProcess[str]:
@@ -55,11 +54,6 @@ def test_results_are_deterministic_in_process() -> None:
     b = run_baselines(["signal-v0"], episodes=5, seed=3)
     assert a == b
     assert run_baselines(["signal-v0"], episodes=5, seed=4)[0].fingerprint != a[0].fingerprint
-
-
-def test_perf_measures_something() -> None:
-    r = measure("signal-v0", num_agents=2, obs_mode="text", agent_steps=2000, repeats=1)
-    assert r.us_per_agent_step > 0 and r.agent_steps == 2000
 
 
 def test_teammate_checkpoint_paths_become_absolute(tmp_path: Path, monkeypatch) -> None:
@@ -141,10 +135,10 @@ def test_bad_input_is_an_error_line_and_a_bug_a_traceback(monkeypatch, capsys) -
         cli.main(["envs"])
 
 
-def test_malformed_pairs_exit_with_a_message() -> None:
-    from teamgym.benchmarks.commands.common import parse_pairs
+def test_malformed_pairs_are_bad_input() -> None:
+    from teamgym.benchmarks.commands.common import CommandError, parse_pairs
 
     assert parse_pairs(["a=1", "b=", "a=2"], "--env-arg", allow_empty=True) == {"a": "2", "b": ""}
     for bad in (["a"], ["=1"], ["b="]):
-        with pytest.raises(SystemExit, match="--teammate expects AGENT=BASELINE"):
+        with pytest.raises(CommandError, match="--teammate expects AGENT=BASELINE"):
             parse_pairs(bad, "--teammate", metavar="AGENT=BASELINE")

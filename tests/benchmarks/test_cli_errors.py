@@ -1,0 +1,149 @@
+"""What a newcomer's mistakes at the command line show: an ``error:`` line that says what to
+change, and status 2, never a traceback or a failure deep in the run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from teamgym.benchmarks import cli
+from teamgym.benchmarks.commands.common import CommandError, check_envs
+from teamgym.envs import make, registry
+
+
+def _teamgym(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "teamgym", *args], capture_output=True, text=True, timeout=600
+    )
+
+
+VERL_DATA = ["verl-data", "--env", "signal-v0", "--out", "d", "--train-episodes", "1"]
+
+
+def _one_line(text: str) -> str:
+    """``text`` with rich's line wrapping undone."""
+    return " ".join(text.split())
+
+
+def test_zero_episodes_is_a_usage_error_not_a_statistics_error() -> None:
+    proc = _teamgym("baselines", "--episodes", "0")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "argument --episodes: must be at least 1, got 0" in proc.stderr
+    assert "fmean" not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["baselines", "--episodes", "-3"], "argument --episodes: must be at least 1, got -3"),
+        (["baselines", "--episodes", "many"], "argument --episodes: expected a whole number"),
+        (["verl-bench", "--episodes", "0"], "argument --episodes: must be at least 1"),
+        (["verl-bench", "--n", "0"], "argument --n: must be at least 1"),
+        (
+            ["verl-data", "--env", "signal-v0", "--out", "d", "--train-episodes", "0"],
+            "argument --train-episodes: must be at least 1",
+        ),
+        (
+            [*VERL_DATA, "--val-episodes", "-1"],
+            "argument --val-episodes: must be at least 0, got -1",
+        ),
+        (["learn-bench", "listener", "--steps", "0"], "argument --steps: must be at least 1"),
+        (["model", "init", "--out", "d", "--layers", "0"], "argument --layers: must be at least 1"),
+    ],
+)
+def test_count_flags_refuse_non_positive_values(argv: list[str], message: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli.build_parser().parse_args(argv)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_zero_validation_episodes_are_allowed() -> None:
+    args = cli.build_parser().parse_args([*VERL_DATA, "--val-episodes", "0"])
+    assert (args.train_episodes, args.val_episodes) == (1, 0)
+
+
+def test_env_arg_without_env_names_the_env_that_refused_and_the_ones_that_take_it() -> None:
+    proc = _teamgym("baselines", "--episodes", "1", "--quiet", "--env-arg", "pick_by=name")
+    out = _one_line(proc.stdout)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "error: foraging-v0 got unknown argument(s) 'pick_by'; accepted: communication," in out
+    assert (
+        "Without --env, --env-arg applies to every env and foraging-v0, keydoor-v0, "
+        "publicgoods-v0 and thor-assembly-v0 refused pick_by; signal-v0 takes them: "
+        "--env signal-v0" in out
+    ), out
+
+
+def test_env_arg_refusals_in_process() -> None:
+    every = list(registry())
+    # a value one env refuses: its message gains the env id
+    with pytest.raises(CommandError, match=r"^(\S+-v0): .*num_agents.*\n.*refused num_agents"):
+        check_envs(every, {"num_agents": 1}, chosen=False)
+    # no env takes the pair: say how to pick one
+    with pytest.raises(CommandError, match="pick the env they are meant for with --env ENV"):
+        check_envs(every, {"no_such_option": 1}, chosen=False)
+    # with --env given, the env's own message, as before
+    with pytest.raises(CommandError) as refused:
+        check_envs(["foraging-v0"], {"pick_by": "name"}, chosen=True)
+    assert "Without --env" not in str(refused.value) and "accepted:" in str(refused.value)
+    check_envs(every, {"num_agents": 2}, chosen=False)  # every env takes it: no error
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["baselines", "--episodes", "1", "--env-arg", "pick_by"],
+        [*VERL_DATA, "--env-arg", "pick_by"],
+        [*VERL_DATA, "--teammate", "robot_0"],
+        ["train", "--model", "m", "--out", "o", "--env-arg", "pick_by"],
+        ["play", "signal-v0", "--env-arg", "pick_by"],
+    ],
+    ids=["baselines", "verl-data", "verl-data-teammate", "train", "play"],
+)
+def test_malformed_pairs_are_usage_errors(argv: list[str], capsys) -> None:
+    """``--env-arg KEY`` (no ``=``) exits 2 with ``error:``, like every other usage error."""
+    assert cli.main(argv) == 2
+    out = _one_line(capsys.readouterr().out)
+    assert "error: --env-arg expects KEY=VALUE, got 'pick_by'" in out or (
+        "error: --teammate expects AGENT=BASELINE, got 'robot_0'" in out
+    ), out
+
+
+def test_a_delivered_message_is_never_nothing_happened() -> None:
+    """The README's first steps: the listener's next observation says a message arrived."""
+    env = make("signal-v0", num_agents=3)
+    obs, infos = env.reset(seed=0)
+    replies = {agent: "<action>wait</action>" for agent in env.agents}
+    replies[env.speaker] = "<say>small blue circle</say><action>say</action>"
+    obs, _, _, _, infos = env.step(replies)
+    for listener in ("robot_1", "robot_2"):
+        assert obs[listener].startswith("Step 1/4. You received a message from robot_0.\n")
+        assert "- robot_0: small blue circle" in obs[listener]
+        assert "Nothing happened" not in obs[listener]
+    # a step with no news at all still reads so
+    env.reset(seed=0)
+    quiet = {a: "<action>wait</action>" for a in env.agents} | {"robot_0": "<action>pass</action>"}
+    _, _, _, _, infos = env.step(quiet)
+    assert infos["robot_1"]["feedback"] == "Nothing happened."
+
+
+@pytest.mark.parametrize("env_id", sorted(registry()))
+def test_every_env_tells_a_quiet_recipient_about_the_message(env_id: str) -> None:
+    """The wording lives in the base class: in every env, an agent whose step brought no other
+    news but a teammate's message reads that it received one."""
+    env = make(env_id)
+    obs, infos = env.reset(seed=0)
+    first = env.possible_agents[0]
+    valid = infos[first]["valid_actions"]
+    replies = {a: f"<action>{infos[a]['valid_actions'][0]}</action>" for a in env.agents}
+    replies[first] = (
+        f"<say>hello team</say><action>{'say' if 'say' in valid else valid[0]}</action>"
+    )
+    obs, _, _, _, infos = env.step(replies)
+    told = [a for a in env.possible_agents[1:] if "Messages:\n- robot_0: hello team" in obs[a]]
+    assert told, f"{env_id}: nobody received robot_0's message"
+    for agent in told:
+        assert "Nothing happened" not in obs[agent], obs[agent]

@@ -1,0 +1,196 @@
+"""``teamgym play``: a person at a real terminal (a pseudo-terminal) and in a pipe."""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+
+from teamgym.benchmarks.human import typed_reply
+from teamgym.envs import make
+from teamgym.envs.parsing import parse_reply
+from teamgym.envs.signal.baselines import SignalExpert
+
+pty = pytest.importorskip("pty")  # POSIX only
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_TIMEOUT = 120.0  # seconds to wait for the next screen (a busy CI machine imports slowly)
+
+
+class Terminal:
+    """``python -m teamgym ARGS`` on a pseudo-terminal: type lines, read what is shown."""
+
+    def __init__(self, *args: str) -> None:
+        pid, fd = pty.fork()
+        if pid == 0:  # the child: its stdin, stdout and stderr are the terminal
+            env = {**os.environ, "COLUMNS": "200", "LINES": "50"}
+            os.execve(sys.executable, [sys.executable, "-m", "teamgym", *args], env)
+        self.pid, self.fd, self.screen = pid, fd, ""
+
+    def _read(self, deadline: float) -> bool:
+        """Add what the terminal shows next to ``screen``; False once the program has exited."""
+        ready, _, _ = select.select([self.fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            return True
+        try:
+            data = os.read(self.fd, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            return False
+        if not data:
+            return False
+        self.screen += _ANSI.sub("", data.decode(errors="replace").replace("\r\n", "\n"))
+        return True
+
+    def read_until(self, marker: str) -> str:
+        """Everything shown until ``marker`` appears (counted from the last call), as text."""
+        start, deadline = len(self.screen), time.monotonic() + _TIMEOUT
+        while marker not in self.screen[start:]:
+            if not self._read(deadline) or time.monotonic() > deadline:
+                pytest.fail(
+                    f"{marker!r} never appeared; the terminal showed:\n{self.screen[-3000:]}"
+                )
+        return self.screen[start:]
+
+    def type(self, text: str) -> None:
+        """Type ``text`` (a line needs its own newline)."""
+        os.write(self.fd, text.encode())
+
+    def finish(self) -> tuple[int, str]:
+        """Wait for the program to exit: its exit status and what it showed last."""
+        start, deadline = len(self.screen), time.monotonic() + _TIMEOUT
+        while self._read(deadline) and time.monotonic() < deadline:
+            pass
+        _, status = os.waitpid(self.pid, 0)
+        os.close(self.fd)
+        return os.waitstatus_to_exitcode(status), self.screen[start:]
+
+
+def _expert_moves(agent: str, seed: int) -> list[str]:
+    """What a person types to play ``agent`` of signal-v0 (2 agents) like the expert: 'say:
+    WORDS' to speak, a pick by its number, a lone action by name."""
+    env = make("signal-v0")
+    obs, infos = env.reset(seed=seed)
+    expert, moves = SignalExpert(), []
+    while env.agents:
+        replies = {a: expert.act(a, obs[a], infos[a]) for a in env.agents}
+        parsed, valid = parse_reply(replies[agent]), infos[agent]["valid_actions"]
+        if parsed.message:
+            moves.append(f"say: {parsed.message}")
+        elif len(valid) > 1:
+            moves.append(str(valid.index(parsed.action) + 1))
+        else:
+            moves.append(parsed.action)
+        obs, _, _, _, infos = env.step(replies)
+    return moves
+
+
+def test_a_person_listens_then_speaks_and_the_team_succeeds() -> None:
+    """robot_1 listens in round 1 and speaks in round 2, the expert plays robot_0: typing what
+    the expert would do wins, and the screen shows every part of the game."""
+    moves = _expert_moves("robot_1", seed=0)
+    assert len(moves) == 4 and moves[2].startswith("say: "), moves
+    term = Terminal("play", "signal-v0", "--agent", "robot_1", "--seed", "0")
+
+    first = term.read_until("robot_1> ")
+    assert "You play robot_1 in signal-v0 (seed 0); robot_0 played by the expert baseline" in first
+    assert "You are robot_1 in a team of 2 playing a referential game" in first  # instructions
+    assert "Round 1/2. robot_0 is the speaker. Your objects:\n1. " in first  # the observation
+    assert "choose: 1) wait" in first
+
+    term.type(f"{moves[0]}\n")  # "wait", by name
+    pick = term.read_until("robot_1> ")
+    assert f"sent: <action>{moves[0]}</action>" in pick
+    assert "Step 1/4. You received a message from robot_0." in pick
+    assert re.search(r"Messages:\n- robot_0: \w+", pick), pick
+    assert "choose: 1) pick 1  2) pick 2  3) pick 3  4) pick 4" in pick
+
+    term.type("9\n")  # not in the list: a hint, and the same turn again
+    assert "9 is not a number from the list" in term.read_until("robot_1> ")
+    term.type(f"{moves[1]}\n")
+    speak = term.read_until("robot_1> ")
+    assert f"sent: <action>pick {moves[1]}</action>" in speak
+    assert "reward: +1.00 (team this step: +2.00)" in speak
+    assert "Correct: the target was the" in speak and "You are the speaker. Objects:" in speak
+
+    term.type(f"{moves[2]}\n")
+    words = moves[2].removeprefix("say: ")
+    assert f"sent: <say>{words}</say><action>say</action>" in term.read_until("robot_1> ")
+    term.type(f"{moves[3]}\n")
+    status, end = term.finish()
+
+    assert status == 0, end
+    assert "feedback: Picks: robot_0 right." in end
+    assert re.search(r"success\s*│\s*yes", end) and re.search(r"score\s*│\s*1\.000", end), end
+    assert re.search(r"your return \(robot_1\)\s*│\s*2\.000", end), end
+    assert "The team succeeded." in end
+    assert term.screen.count("You are robot_1 in a team") == 1  # instructions shown once
+
+
+@pytest.mark.parametrize("keys", ["q\n", "\x04", "\x03"], ids=["q", "end-of-input", "ctrl-c"])
+def test_quitting_is_clean(keys: str) -> None:
+    term = Terminal("play", "signal-v0")
+    term.read_until("robot_0> ")
+    term.type(keys)
+    status, end = term.finish()
+    assert status == 0, end
+    assert "Quit at step 0; the episode was left unfinished." in end
+    assert "Traceback" not in term.screen
+
+
+def test_play_in_a_pipe_as_the_speaker() -> None:
+    """Typed lines from a pipe work too; the person speaks in round 1 (robot_0)."""
+    moves = _expert_moves("robot_0", seed=3)
+    proc = subprocess.run(
+        [sys.executable, "-m", "teamgym", "play", "signal-v0", "--seed", "3"],
+        input="\n".join(moves) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "You are the speaker. Objects:" in proc.stdout
+    assert "The team succeeded." in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--agent", "robot_9"], "signal-v0 has no agent 'robot_9'; agents: robot_0, robot_1"),
+        (["--teammates", "nobody"], "signal-v0 has no baseline 'nobody'"),
+        (["--env-arg", "num_agent=3"], "accepted:"),
+        (["--env-arg", "obs_mode=vector"], "play needs text observations"),
+    ],
+)
+def test_bad_input_is_a_usage_error(args: list[str], expected: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "teamgym", "play", "signal-v0", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 2 and "error:" in proc.stdout, proc.stdout + proc.stderr
+    assert expected in " ".join(proc.stdout.split()), proc.stdout
+
+
+def test_typed_reply_short_forms_and_mistakes() -> None:
+    valid = ["north", "south", "take", "wait"]
+    assert typed_reply(" <action>dance</action> ", valid) == "<action>dance</action>"  # as typed
+    assert typed_reply("TAKE.", valid) == "<action>take</action>"
+    assert typed_reply("4 say:  meet  at the door", valid) == (
+        "<say>meet at the door</say><action>wait</action>"
+    )
+    assert typed_reply("say: done", ["wait"]) == "<say>done</say><action>wait</action>"
+    for line, error in [
+        ("", "type an action"),
+        ("0", "0 is not a number from the list"),
+        ("dance", "'dance' is not a valid action now: 1) north, 2) south"),
+        ("say: hi", "also name the action"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(error)):
+            typed_reply(line, valid)

@@ -25,17 +25,9 @@ from rich.progress import (
 from rich.table import Table
 
 from teamgym.benchmarks.commands import perf
-from teamgym.benchmarks.commands.common import CommandError, bad_input
+from teamgym.benchmarks.commands.common import CommandError, bad_input, positive_int
 
 NAME = "bench"
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -285,3 +285,14 @@ def test_ray_run_equals_the_serial_run(tmp_path: Path) -> None:
     serial, distributed = load_run(tmp_path / "serial"), load_run(tmp_path / "ray")
     for key, record in serial.items():
         assert {**record, "wall_s": 0} == {**distributed[key], "wall_s": 0}, key
+
+
+def test_envs_lists_baselines_and_one_envs_arguments() -> None:
+    listing = _teamgym("envs")
+    assert listing.returncode == 0 and "freerider" in listing.stdout
+    one = _teamgym("envs", "foraging-v0")
+    assert one.returncode == 0, one.stdout
+    assert "difficulty" in one.stdout and "Literal['easy', 'medium', 'hard']" in one.stdout
+    assert "message_max_tokens" in one.stdout  # the options every text env shares
+    unknown = _teamgym("envs", "forage-v0")
+    assert unknown.returncode == 2 and "Did you mean 'foraging-v0'" in unknown.stdout

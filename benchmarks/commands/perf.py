@@ -1,35 +1,196 @@
-"""``teamgym perf``: microseconds per agent-step of every env, team size and observation mode."""
+"""``teamgym bench perf`` (alias ``teamgym perf``): env speed next to lbforaging and MPE, the
+share spent building observations, tokens per observation, optionally the VERL adapter's
+overhead; tables on the terminal, everything in a JSON file. How each figure is measured:
+:mod:`teamgym.benchmarks.perf`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+from collections.abc import Iterable
+from pathlib import Path
 
 from rich.console import Console
+from rich.table import Table
 
 from teamgym.benchmarks.commands.common import check_env
-from teamgym.benchmarks.commands.tables import perf_table
+from teamgym.benchmarks.commands.dataclass_args import (
+    Custom,
+    add_dataclass_args,
+    dataclass_from_args,
+)
+from teamgym.benchmarks.perf import FLAT, PerfArgs, PerfReport, VerlOverhead
 
 NAME = "perf"
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Declare the command and its flags."""
-    p = sub.add_parser(NAME, help="microseconds per agent-step of every env")
-    p.add_argument(
-        "--env", action="append", help="env id (repeatable); default: every registered env"
+def _add_agents(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--agents", type=int, nargs="+", default=[2, 4, 8], help="team sizes an env is timed at"
     )
-    p.add_argument("--agents", type=int, nargs="+", default=[2, 4, 8], help="team sizes")
-    p.add_argument("--agent-steps", type=int, default=50_000, help="agent-steps per timing")
+
+
+CUSTOM = {"agents": Custom(_add_agents, lambda args: tuple(args.agents))}
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Declare the command: one flag per ``PerfArgs`` field."""
+    p = sub.add_parser(
+        NAME, help="env speed next to lbforaging and MPE, observation cost and tokens"
+    )
+    add_dataclass_args(p, PerfArgs, CUSTOM)
     return p
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    """Time every combination, then print the table."""
+    """Check the env ids, measure, print the tables and write the JSON."""
     from teamgym.benchmarks.perf import run as measure_all
-    from teamgym.envs import registry
 
-    env_ids = args.env or list(registry())
-    for env_id in env_ids:  # unknown ids fail here; team sizes an env cannot take are skipped
+    settings: PerfArgs = dataclass_from_args(PerfArgs, args, CUSTOM)
+    for env_id in settings.env:  # unknown ids fail here; team sizes an env cannot take are skipped
         check_env(env_id, {})
-    console.print(perf_table(measure_all(env_ids, args.agents, args.agent_steps), args.agent_steps))
+    with console.status("measuring") as status:
+        report = measure_all(settings, lambda what: status.update(f"measuring {what}"))
+    for table in tables(report):
+        console.print(table)
+    out = Path(settings.out)
+    out.write_text(json.dumps(dataclasses.asdict(report), indent=2) + "\n")
+    console.print(f"wrote {out.resolve()}")
     return 0
+
+
+# ------------------------------------------------------------------ tables
+def tables(report: PerfReport) -> list[Table]:
+    """The report's tables: speed, then references, ratios, tokens, VERL and skipped (when any)."""
+    out = [_speed(report)]
+    out += [_references(report)] if report.references else []
+    out += [_ratios(report)] if report.ratios else []
+    out += [_tokens(report)] if report.tokens else []
+    out += [_verl(report.verl)] if report.verl else []
+    out += [_skipped(report)] if report.skipped else []
+    return out
+
+
+def _table(title: str, columns: Iterable[str], left: int = 1) -> Table:
+    """A table whose first ``left`` columns are left-aligned, the others right-aligned."""
+    table = Table(title=title)
+    for i, col in enumerate(columns):
+        table.add_column(col, justify="left" if i < left else "right")
+    return table
+
+
+def _num(value: float | None, fmt: str = "{:.1f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _speed(report: PerfReport) -> Table:
+    """One row per env and team size, text and vector side by side."""
+    s = report.settings
+    table = _table(
+        f"Speed: best of {_count(s['repeats'], 'run')} of {s['agent_steps']} agent-steps "
+        "(obs: share of step and reset time building observations)",
+        (
+            "env",
+            "agents",
+            "text us/step",
+            "vector us/step",
+            "text us/reset",
+            "vector us/reset",
+            "text obs",
+            "vector obs",
+        ),
+    )
+    rows = {(r.env_id, r.num_agents, r.obs_mode): r for r in report.speed}
+    for env_id, n in dict.fromkeys((r.env_id, r.num_agents) for r in report.speed):
+        modes = [rows.get((env_id, n, mode)) for mode in ("text", "vector")]
+        table.add_row(
+            env_id,
+            str(n),
+            *(_num(r and r.us_per_agent_step) for r in modes),
+            *(_num(r and r.us_per_reset, "{:.0f}") for r in modes),
+            *(_num(r and r.obs_share, "{:.0%}") for r in modes),
+        )
+    return table
+
+
+def _references(report: PerfReport) -> Table:
+    table = _table(
+        "References, same run, random actions",
+        ("package", "agents", "us/step", "us/reset"),
+    )
+    for r in report.references:
+        table.add_row(
+            r.env_id, str(r.num_agents), _num(r.us_per_agent_step), _num(r.us_per_reset, "{:.0f}")
+        )
+    return table
+
+
+def _ratios(report: PerfReport) -> Table:
+    table = _table(
+        "Side by side: our us per agent-step over the reference's (below 1: faster)",
+        ("env", "reference", "agents", "reference us", "text", "vector"),
+        left=2,
+    )
+    for r in report.ratios:
+        table.add_row(
+            r.env_id,
+            r.reference,
+            str(r.num_agents),
+            _num(r.reference_us),
+            _num(r.text, "{:.2f}x"),
+            _num(r.vector, "{:.2f}x"),
+        )
+    return table
+
+
+def _tokens(report: PerfReport) -> Table:
+    table = _table(
+        f"Tokens per text observation ({report.tokenizer}; "
+        f"{_count(report.settings['token_episodes'], 'episode')} each; "
+        f"growth: fitted trend over an episode; flat: growth <= {FLAT:.0%})",
+        ("env", "agents", "mean", "max", "first step", "last step", "growth", "flat", "prompt"),
+    )
+    for t in report.tokens:
+        table.add_row(
+            t.env_id,
+            str(t.num_agents),
+            _num(t.mean, "{:.0f}"),
+            str(t.max),
+            _num(t.first, "{:.0f}"),
+            _num(t.last, "{:.0f}"),
+            _num(t.growth, "{:+.0%}"),
+            "yes" if t.flat else "no",
+            _num(t.instructions, "{:.0f}"),
+        )
+    return table
+
+
+def _verl(v: VerlOverhead) -> Table:
+    table = _table(
+        "VERL adapter over a scripted server's latency (signal-v0, CPU)",
+        ("episodes", "agents", "turns", "latency ms", "wall s", "overhead ms / turn", "ratio"),
+        left=0,
+    )
+    table.add_row(
+        str(v.episodes),
+        str(v.num_agents),
+        str(v.turns),
+        _num(v.latency_s * 1e3, "{:.0f}"),
+        _num(v.seconds, "{:.2f}"),
+        _num(v.overhead_per_turn_ms, "{:.0f}"),
+        _num(v.ratio, "{:.2f}"),
+    )
+    return table
+
+
+def _skipped(report: PerfReport) -> Table:
+    table = _table("Skipped", ("measurement", "why"), left=2)
+    for item in report.skipped:
+        table.add_row(item.what, item.reason)
+    return table

@@ -16,7 +16,6 @@ __all__ = [
     "env_args_table",
     "envs_table",
     "learn_table",
-    "perf_table",
     "throughput_table",
 ]
 
@@ -120,15 +119,6 @@ def baselines_table(results: Iterable[Any], episodes: int, seed: int) -> Table:
             _fmt(r.contribution_gini),
             r.fingerprint,
         )
-    return table
-
-
-def perf_table(results: Iterable[Any], agent_steps: int) -> Table:
-    """One row per ``PerfResult``: env, team size, observation mode, microseconds."""
-    title = f"Speed: best of 3 runs of {agent_steps} agent-steps (observations included)"
-    table = _table(title, ("env", "agents", "mode", "us / agent-step"), left=("env",))
-    for r in results:
-        table.add_row(r.env_id, str(r.num_agents), r.obs_mode, f"{r.us_per_agent_step:.1f}")
     return table
 
 

@@ -91,7 +91,15 @@ _OPTIONS: dict[str, tuple[str, ...]] = {
         "max_tokens",
         "seed",
     ),
-    "transformers": ("path", "device", "temperature", "top_p", "max_tokens", "max_prompt_tokens"),
+    "transformers": (
+        "path",
+        "device",
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "max_prompt_tokens",
+        "seed",
+    ),
 }
 
 

@@ -170,8 +170,12 @@ class _Agents:
             self.built[key] = build_agent(spec, job.setting.env_id)
         return self.built[key]
 
-    def close(self) -> None:
+    async def aclose(self) -> None:
+        """Close every agent; LLM clients close inside the loop that used them."""
         for agent in self.built.values():
+            aclose = getattr(agent, "aclose", None)
+            if aclose is not None:
+                await aclose()
             agent.close()
 
 
@@ -199,7 +203,7 @@ async def _play_all(
     try:
         await asyncio.gather(*(one(job) for job in jobs))
     finally:
-        agents.close()
+        await agents.aclose()
 
 
 def play_jobs(

@@ -19,114 +19,16 @@ import hashlib
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from verl.workers.rollout.replica import TokenOutput
 
+# sampling lives in teamgym.adapters.sampling (torch only); re-exported for existing imports
+from teamgym.adapters.sampling import _pick, _Request, sample_batch, sample_tokens  # noqa: F401
+
 __all__ = ["LocalModelServer", "ScriptedServer", "policy_reply", "sample_batch", "sample_tokens"]
-
-
-@dataclass
-class _Request:
-    """One pending ``generate()`` call."""
-
-    prompt_ids: list[int]
-    max_tokens: int
-    temperature: float
-    top_p: float
-    generator: torch.Generator
-    future: asyncio.Future = field(repr=False)
-    stop: tuple[str, ...] = ()
-    """Stop strings (vLLM's ``stop``): the reply ends once its text contains one, which it keeps
-    (``include_stop_str_in_output``)."""
-
-
-def _pick(
-    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator
-) -> int:
-    """Greedy at temperature 0, else a (nucleus) sample with the request's own generator."""
-    if temperature <= 0:
-        return int(torch.argmax(logits))
-    probs = torch.softmax(logits / temperature, dim=-1)
-    if top_p < 1.0:
-        sorted_p, order = torch.sort(probs, descending=True)
-        keep = torch.cumsum(sorted_p, 0) - sorted_p < top_p
-        probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_p[keep])
-    return int(torch.multinomial(probs, 1, generator=generator))
-
-
-@torch.no_grad()
-def sample_tokens(
-    model: Any,
-    prompt_ids: list[int],
-    max_tokens: int,
-    temperature: float,
-    stop_ids: set[int],
-    generator: torch.Generator,
-    top_p: float = 1.0,
-) -> tuple[list[int], list[float]]:
-    """Sample up to ``max_tokens`` tokens after ``prompt_ids``; returns (tokens, log-probs)."""
-    request = _Request(list(prompt_ids), max_tokens, temperature, top_p, generator, None)  # type: ignore[arg-type]
-    return sample_batch(model, [request], stop_ids, pad_id=0)[0]
-
-
-@torch.no_grad()
-def sample_batch(
-    model: Any,
-    requests: list[_Request],
-    stop_ids: set[int],
-    pad_id: int,
-    decode: Callable[[list[int]], str] | None = None,
-) -> list[tuple[list[int], list[float]]]:
-    """Sample the replies of several requests in one batched pass (left-padded prompts, one KV
-    cache); each row stops at a stop token, at one of its stop strings (read with ``decode``)
-    or at its own ``max_tokens``. Returns (tokens, log-probs) per request, in order."""
-    n = len(requests)
-    width = max(len(r.prompt_ids) for r in requests)
-    input_ids = torch.full((n, width), pad_id, dtype=torch.long)
-    attention = torch.zeros((n, width), dtype=torch.long)
-    for i, r in enumerate(requests):
-        input_ids[i, width - len(r.prompt_ids) :] = torch.tensor(r.prompt_ids)
-        attention[i, width - len(r.prompt_ids) :] = 1
-    position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
-    results: list[tuple[list[int], list[float]]] = [([], []) for _ in requests]
-    active = [r.max_tokens > 0 for r in requests]
-    past = None
-    for _ in range(max((r.max_tokens for r in requests), default=0)):
-        if not any(active):
-            break
-        out = model(
-            input_ids=input_ids,
-            attention_mask=attention,
-            position_ids=position_ids,
-            past_key_values=past,
-            use_cache=True,
-        )
-        past = out.past_key_values
-        logits = out.logits[:, -1].float()
-        log_probs = torch.log_softmax(logits, dim=-1)
-        step = torch.full((n, 1), pad_id, dtype=torch.long)
-        for i, r in enumerate(requests):
-            if not active[i]:
-                continue
-            token = _pick(logits[i], r.temperature, r.top_p, r.generator)
-            tokens, logprobs = results[i]
-            tokens.append(token)
-            logprobs.append(float(log_probs[i, token]))
-            step[i, 0] = token
-            active[i] = token not in stop_ids and len(tokens) < r.max_tokens
-            if active[i] and r.stop and decode is not None:
-                # a stop string of n characters spans at most n + 1 of the last tokens
-                text = decode(tokens[-max(len(s) for s in r.stop) - 1 :])
-                active[i] = not any(s in text for s in r.stop)
-        # finished rows keep feeding a masked pad token so the batch stays rectangular
-        attention = torch.cat([attention, torch.tensor([[int(a)] for a in active])], dim=-1)
-        position_ids = position_ids[:, -1:] + 1
-        input_ids = step
-    return results
 
 
 class LocalModelServer:

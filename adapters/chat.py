@@ -1,0 +1,213 @@
+"""The chats of LLM agents and how a local model answers them, shared by every LLM player.
+
+One agent's chat is ``[system = info["instructions"], user = observation, assistant = reply,
+user, ...]``. :func:`next_chat` extends it by a turn, :class:`ChatEpisode` keeps the chats and
+the request/reply records of one episode, and :class:`ChatModel` renders a chat with the
+model's own chat template and samples a reply. The checkpoint teammate, the ``transformers``
+agent and ``teamgym serve`` all answer through :class:`ChatModel`, so at temperature 0 an
+OpenAI client of ``teamgym serve`` and the ``transformers`` agent give the same replies; with a
+temperature, both seed their sampler with :func:`reply_seed` of (episode seed, agent, turn).
+
+Importing this module is cheap: torch and transformers load when a model does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ChatEpisode",
+    "ChatModel",
+    "Completion",
+    "Message",
+    "load_chat_model",
+    "next_chat",
+    "reply_seed",
+]
+
+Message = dict[str, str]
+"""One chat message: ``{"role": ..., "content": ...}``."""
+
+
+def next_chat(
+    history: Mapping[str, list[Message]], agent: str, observation: str, info: Mapping[str, Any]
+) -> list[Message]:
+    """``agent``'s chat so far (a system message of ``info["instructions"]`` on its first turn)
+    plus ``observation`` as the next user message; ``history`` is left as it was, so a failed
+    reply leaves no half turn behind."""
+    chat = history.get(agent) or [{"role": "system", "content": str(info.get("instructions", ""))}]
+    return [*chat, {"role": "user", "content": observation}]
+
+
+def reply_seed(episode_seed: int, agent: str, turn: int, base: int = 0) -> int:
+    """A sampling seed for one reply, fixed by (``base``, episode seed, agent, turn) so sampled
+    runs reproduce; 31 bits, which every OpenAI-compatible server accepts as ``seed``."""
+    key = hashlib.sha256(f"{base}/{episode_seed}/{agent}/{turn}".encode()).digest()
+    return int.from_bytes(key[:4], "little") & 0x7FFFFFFF
+
+
+class ChatEpisode:
+    """One episode of an LLM agent: each agent's chat and the records of its turns.
+
+    Subclasses answer a chat in :meth:`complete`. Each call of :meth:`act` appends a record
+    before the request is made (so the records keep the order the runner asked in, and a failed
+    turn is recorded too) and fills it in as the reply comes. A record holds ``agent``, ``turn``
+    (0, 1, ... per agent), ``system`` (first turn only), ``message`` (the new user message),
+    ``seed``, ``reply`` (None if none came), ``finish_reason`` and ``latency_s``; subclasses add
+    their own fields (HTTP attempts, token usage).
+    """
+
+    def __init__(self, seed: int, seed_base: int = 0) -> None:
+        self.seed = seed
+        self.seed_base = seed_base
+        self.chats: dict[str, list[Message]] = {}
+        self.records: list[dict[str, Any]] = []
+
+    async def act(self, agent: str, observation: str, info: Mapping[str, Any]) -> str:
+        """The reply of ``agent`` to its chat plus ``observation``; the chat keeps both."""
+        messages = next_chat(self.chats, agent, observation, info)
+        turn = (len(messages) - 2) // 2
+        record: dict[str, Any] = {"agent": agent, "turn": turn}
+        if turn == 0:
+            record["system"] = messages[0]["content"]
+        record["message"] = observation
+        record["seed"] = reply_seed(self.seed, agent, turn, self.seed_base)
+        record["reply"] = None
+        self.records.append(record)
+        start = time.perf_counter()
+        try:
+            reply = await self.complete(messages, record["seed"], record)
+        finally:
+            record["latency_s"] = round(time.perf_counter() - start, 6)
+        record["reply"] = reply
+        self.chats[agent] = [*messages, {"role": "assistant", "content": reply}]
+        return reply
+
+    async def complete(self, messages: list[Message], seed: int, record: dict[str, Any]) -> str:
+        """The reply to ``messages`` (sampled with ``seed``); may add fields to ``record``."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A reply of :class:`ChatModel`."""
+
+    text: str
+    """The reply, special tokens removed, cut before a stop string."""
+    prompt_tokens: int
+    """Tokens of the rendered prompt (after the cut to ``max_prompt_tokens``)."""
+    completion_tokens: int
+    """Tokens sampled."""
+    finish_reason: str
+    """``stop`` (end-of-sequence token or a stop string) or ``length`` (``max_tokens``)."""
+
+
+class ChatModel:
+    """A local Hugging Face chat model: renders chats with its template, samples replies.
+
+    Replies are made one at a time (a lock), so one model serves threads and event loops alike.
+
+    Args:
+        path: a model directory (``teamgym model init``, a warm-up or exported policy, a hub
+            snapshot).
+        device: ``cpu``, ``cuda`` (``cuda:N``) or ``auto`` (cuda when there is one).
+    """
+
+    def __init__(self, path: str | Path, device: str = "cpu") -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = Path(path)
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(
+                f"{path} is not a model directory (no config.json); pass a directory written "
+                "by `teamgym model init DIR`, by a training run's warm-up, or a Hugging Face "
+                "model snapshot"
+            )
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.path = str(path)
+        self.device = device
+        model: Any = AutoModelForCausalLM.from_pretrained(path)
+        self.model: Any = model.to(device).eval().requires_grad_(False)
+        self.tokenizer: Any = AutoTokenizer.from_pretrained(path)
+        stop = {self.tokenizer.eos_token_id}
+        configured = getattr(self.model.generation_config, "eos_token_id", None)
+        stop.update(configured if isinstance(configured, list) else [configured])
+        self.stop_ids = {i for i in stop if i is not None}
+        self.lock = threading.Lock()
+
+    def prompt_ids(
+        self, messages: Sequence[Mapping[str, str]], max_prompt_tokens: int
+    ) -> list[int]:
+        """The chat rendered by the model's chat template (with the assistant's turn opened),
+        as tokens, cut on the left to ``max_prompt_tokens``."""
+        text = self.tokenizer.apply_chat_template(
+            [dict(m) for m in messages], add_generation_prompt=True, tokenize=False
+        )
+        return self.tokenizer.encode(text, add_special_tokens=False)[-max_prompt_tokens:]
+
+    def complete(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        stop: Sequence[str] = (),
+        max_prompt_tokens: int = 2048,
+    ) -> Completion:
+        """The model's reply to ``messages``: greedy at temperature 0, else sampled from a
+        generator seeded with ``seed``; it ends at an end token, a ``stop`` string (cut off,
+        as the OpenAI API does) or ``max_tokens``."""
+        import torch
+
+        from teamgym.adapters.sampling import _Request, sample_batch
+
+        stop = tuple(s for s in stop if s)
+        with self.lock:  # the tokenizer too: a fast tokenizer is not safe across threads
+            prompt = self.prompt_ids(messages, max_prompt_tokens)
+            request = _Request(
+                prompt,
+                max_tokens,
+                temperature,
+                top_p,
+                torch.Generator().manual_seed(seed),
+                None,
+                stop=stop,
+            )
+            tokens, _ = sample_batch(
+                self.model, [request], self.stop_ids, pad_id=0, decode=self.tokenizer.decode
+            )[0]
+            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        cuts = [text.index(s) for s in stop if s in text]
+        ended = bool(tokens) and tokens[-1] in self.stop_ids
+        if cuts:
+            text = text[: min(cuts)]
+        finish = "stop" if ended or cuts else "length"
+        return Completion(text, len(prompt), len(tokens), finish)
+
+    async def acomplete(self, messages: Sequence[Mapping[str, str]], **kwargs: Any) -> Completion:
+        """:meth:`complete` in a worker thread, so the event loop keeps serving other agents."""
+        return await asyncio.to_thread(self.complete, messages, **kwargs)
+
+
+@functools.lru_cache(maxsize=4)
+def _cached(path: str, device: str) -> ChatModel:
+    """One loaded model per (directory, device) and process."""
+    return ChatModel(path, device)
+
+
+def load_chat_model(path: str | Path, device: str = "cpu") -> ChatModel:
+    """The :class:`ChatModel` of a directory, loaded once per process: the episodes, agents
+    and teammates that play the same model share its weights."""
+    return _cached(str(Path(path).resolve()), device)

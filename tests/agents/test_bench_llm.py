@@ -1,0 +1,99 @@
+"""``teamgym bench run`` with LLM agents, end to end: a dead server marks episodes ``errored``
+(the run goes on, and the same command retries them), and a local model served over HTTP by
+``teamgym serve`` scores exactly as the same model loaded in-process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytest.importorskip("httpx")
+
+from teamgym.benchmarks.report import load_run  # noqa: E402
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "teamgym", "bench", "run", *args, "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def _suite(tmp_path: Path, agents: list, envs: list, name: str = "llm") -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"name": name, "episodes": 2, "agents": agents, "envs": envs}))
+    return path
+
+
+def test_a_dead_server_marks_episodes_errored_and_the_run_goes_on(tmp_path: Path) -> None:
+    dead = {
+        "kind": "openai",
+        "model": "m",
+        "base_url": "http://127.0.0.1:9/v1",  # the discard port: nothing answers
+        "max_retries": 1,
+        "backoff": 0.01,
+        "timeout": 2,
+    }
+    suite = _suite(tmp_path, [dead, "expert"], [{"id": "signal-v0"}])
+    out = tmp_path / "run"
+    proc = _bench(str(suite), "--out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 episodes errored" in proc.stdout and "run the same command again" in proc.stdout
+    results = load_run(out)
+    errored = [r for r in results.values() if r["status"] == "errored"]
+    assert len(errored) == 2 and all(r["metrics"] is None for r in errored)
+    assert all("127.0.0.1:9" in r["error"] for r in errored), errored[0]["error"]
+    assert sum(r["status"] == "ok" for r in results.values()) == 2  # the expert still played
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["errored"] == 2 and summary["episodes"] == 2
+    dead_row = next(r for r in summary["rows"] if r["agent"].startswith("openai:"))
+    assert dead_row["success"]["mean"] is None  # no silent zero score
+    assert "Errored episodes" in (out / "report.md").read_text()
+    again = _bench(str(suite), "--out", str(out))  # retries the errored ones, skips the rest
+    assert "resuming" in again.stdout and "2 of 4 episodes done" in again.stdout
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 6
+
+
+@pytest.mark.slow
+def test_a_served_model_scores_as_the_same_model_in_process(tmp_path: Path, model_dir) -> None:
+    pytest.importorskip("transformers")
+    from teamgym.adapters.openai_server import make_server
+
+    server = make_server(model_dir, port=0, device="cpu", quiet=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        envs = [
+            {"id": "signal-v0", "kwargs": {"num_candidates": 3}},
+            {"id": "publicgoods-v0", "kwargs": {"num_agents": 2, "difficulty": "easy"}},
+        ]
+        over_http = {
+            "kind": "openai",
+            "model": str(model_dir),
+            "base_url": server.url,
+            "max_tokens": 24,
+        }
+        local = {"kind": "transformers", "path": str(model_dir), "max_tokens": 24, "device": "cpu"}
+        runs = {}
+        for name, agent in (("http", over_http), ("local", local)):
+            out = tmp_path / name
+            proc = _bench(str(_suite(tmp_path, [agent], envs, name)), "--out", str(out))
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            runs[name] = {(r["env_id"], r["seed"]): r for r in load_run(out).values()}
+    finally:
+        server.shutdown()
+    assert set(runs["http"]) == set(runs["local"]) and len(runs["http"]) == 4
+    for key, via_http in runs["http"].items():
+        in_process = runs["local"][key]
+        assert via_http["status"] == in_process["status"] == "ok", via_http["error"]
+        assert via_http["trajectory_hash"] == in_process["trajectory_hash"], key
+        assert via_http["metrics"] == in_process["metrics"], key

@@ -296,3 +296,21 @@ def test_envs_lists_baselines_and_one_envs_arguments() -> None:
     assert "message_max_tokens" in one.stdout  # the options every text env shares
     unknown = _teamgym("envs", "forage-v0")
     assert unknown.returncode == 2 and "Did you mean 'foraging-v0'" in unknown.stdout
+
+
+def test_metrics_port_serves_the_live_figures(tmp_path: Path) -> None:
+    pytest.importorskip("prometheus_client")
+    import socket
+    import urllib.request
+
+    from teamgym.benchmarks.cli import main
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = ["bench", "run", "smoke", "--env", "signal-v0", "--agent", "expert", "--episodes", "3"]
+    assert (
+        main([*args, "--out", str(tmp_path / "run"), "--quiet", "--metrics-port", str(port)]) == 0
+    )
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    assert "teamgym_success 1.0" in text and "teamgym_team_reward 4.0" in text

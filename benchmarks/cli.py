@@ -23,6 +23,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from rich.markup import escape
+
 from teamgym.benchmarks.commands import (
     baselines,
     bench,
@@ -57,6 +59,18 @@ COMMANDS = (
     learn_bench,
     model,
 )
+
+
+#: top-level module -> the extra that installs it, for the "install the extra" hint
+_EXTRAS = {
+    "httpx": "llm",
+    "torch": "train",
+    "transformers": "train",
+    "tokenizers": "train",
+    "prometheus_client": "train",
+    "ai2thor": "thor",
+    "supersuit": "rl",
+}
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -99,12 +113,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.run(args, console)
     except ImportError as exc:
-        console.print(
-            f"[red]error:[/red] {exc}. Install the extra: pip install -e '.[verl]' (torch==2.13.0 first on CPU)"
+        extra = _EXTRAS.get((exc.name or "").split(".")[0], "verl")
+        hint = f"Install the extra: pip install -e '.[{extra}]'" + (
+            " (torch==2.13.0 first on CPU)" if extra in ("train", "verl") else ""
         )
+        message = str(exc) if "pip install" in str(exc) else f"{exc}. {hint}"
+        console.print(f"[red]error:[/red] {escape(message)}")
         return 2
     except CommandError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
 
 

@@ -147,3 +147,37 @@ def test_every_env_tells_a_quiet_recipient_about_the_message(env_id: str) -> Non
     assert told, f"{env_id}: nobody received robot_0's message"
     for agent in told:
         assert "Nothing happened" not in obs[agent], obs[agent]
+
+
+def test_a_missing_extra_names_the_extra_to_install(capsys, monkeypatch) -> None:
+    import builtins
+
+    from teamgym.benchmarks.cli import main
+
+    real_import = builtins.__import__
+
+    def no_httpx(name, *args, **kwargs):
+        if name == "httpx" or name.startswith("httpx."):
+            raise ModuleNotFoundError("No module named 'httpx'", name="httpx")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_httpx)
+    monkeypatch.delitem(sys.modules, "teamgym.adapters.openai_agent", raising=False)
+    monkeypatch.delitem(sys.modules, "httpx", raising=False)
+    code = main(
+        [
+            "bench",
+            "run",
+            "smoke",
+            "--env",
+            "signal-v0",
+            "--episodes",
+            "1",
+            "--agent",
+            "openai:m@http://127.0.0.1:9/v1",
+            "--out",
+            "/nonexistent-dir/x",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 2 and "[llm]" in out and "verl" not in out, out

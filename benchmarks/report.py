@@ -130,6 +130,7 @@ def _fmt(stat: Mapping[str, Any], pct: bool = False) -> str:
 
 SUMMARY_COLUMNS = (
     "env",
+    "args",
     "agent",
     "episodes",
     "success (95% CI)",
@@ -146,6 +147,16 @@ SUMMARY_COLUMNS = (
 messages per agent-step, invalid = invalid replies per agent-step, gini = contribution Gini."""
 
 
+def columns_and_rows(rows: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """:data:`SUMMARY_COLUMNS` and :func:`table_rows`, without ``args`` when no setting has any."""
+    cells = table_rows(rows)
+    columns = list(SUMMARY_COLUMNS)
+    if not any(row[1] for row in cells):
+        columns.pop(1)
+        cells = [row[:1] + row[2:] for row in cells]
+    return columns, cells
+
+
 def table_rows(rows: Iterable[Mapping[str, Any]]) -> list[list[str]]:
     """Summary rows as the strings of :data:`SUMMARY_COLUMNS` (terminal table and Markdown)."""
     out = []
@@ -155,7 +166,8 @@ def table_rows(rows: Iterable[Mapping[str, Any]]) -> list[list[str]]:
         steps = r["episode_length"]["mean"]
         out.append(
             [
-                f"{r['env_id']} {args}".strip(),
+                r["env_id"],
+                args,
                 r["agent"],
                 episodes,
                 _fmt(r["success"], pct=True),
@@ -184,10 +196,10 @@ def _markdown(run_dir: Path, rows: list[dict[str, Any]], plots: list[str], meta:
         "replies per agent-step, gini = contribution Gini). `fingerprint` hashes the episodes' "
         "metrics in seed order: a rerun prints the same.",
         "",
-        "| " + " | ".join(SUMMARY_COLUMNS) + " |",
-        "|" + "---|" * len(SUMMARY_COLUMNS),
     ]
-    lines += ["| " + " | ".join(cells) + " |" for cells in table_rows(rows)]
+    columns, cells = columns_and_rows(rows)
+    lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(row) + " |" for row in cells]
     errored = [r for r in rows if r["errored"]]
     if errored:
         lines += ["", "## Errored episodes", ""]

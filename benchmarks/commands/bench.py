@@ -153,15 +153,19 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 
 
 def _print_report(run_dir: Path, console: Console) -> int:
-    from teamgym.benchmarks.report import SUMMARY_COLUMNS, table_rows, write_report
+    from teamgym.benchmarks.report import columns_and_rows, write_report
 
     rows = write_report(run_dir)
     table = Table(title=f"{run_dir}", box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in SUMMARY_COLUMNS:
-        left = col in ("env", "agent", "fingerprint")
-        table.add_column(col, justify="left" if left else "right", no_wrap=True)
-    for cells in table_rows(rows):
-        table.add_row(*cells)
+    columns, cells = columns_and_rows(rows)
+    for col in columns:
+        left = col in ("env", "args", "agent", "fingerprint")
+        table.add_column(col, justify="left" if left else "right", no_wrap=col != "args")
+    for row in cells:
+        table.add_row(*row)
+    if not console.is_terminal:  # a log or a pipe: whole rows, however wide
+        wide = console.options.update(max_width=1000)
+        console.width = max(console.width, console.measure(table, options=wide).maximum)
     console.print(table)
     errored = sum(r["errored"] for r in rows)
     if errored:

@@ -8,13 +8,12 @@ learner controls the whole team through one ``Dict`` action instead.
 
 In ``obs_mode="vector"`` the observation is the float ``Box`` and the legal-action mask sits in
 ``info["action_mask"]`` (how masked Gymnasium envs expose it, e.g. for MaskablePPO); in text mode
-observations and actions are strings. :func:`register_envs` adds every teamgym id to Gymnasium's
-own registry as ``teamgym/<id>`` (importing this module does it too, so
-``gymnasium.make("teamgym.adapters.gymnasium:teamgym/foraging-v0")`` works from a clean start).
+observations and actions are strings. Every teamgym id is in Gymnasium's own registry as
+``teamgym/<id>`` once ``teamgym.envs`` is imported (:func:`teamgym.envs.register` mirrors it);
+:func:`register_envs` adds the ids of installed plugins too (read lazily) or another namespace.
 
 >>> import gymnasium
->>> from teamgym.adapters.gymnasium import register_envs
->>> _ = register_envs()
+>>> import teamgym.envs
 >>> env = gymnasium.make("teamgym/foraging-v0", obs_mode="vector", teammates="expert")
 >>> obs, info = env.reset(seed=0)
 >>> obs.shape == env.observation_space.shape, info["action_mask"].dtype.name
@@ -34,6 +33,7 @@ from gymnasium import spaces
 
 from teamgym.envs import make, registry
 from teamgym.envs.baselines import Policy, make_baseline
+from teamgym.envs.registration import GYMNASIUM_ENTRY_POINT, GYMNASIUM_NAMESPACE, register_gymnasium
 from teamgym.envs.sharing import RewardSharing
 from teamgym.envs.text_env import TextParallelEnv
 from teamgym.envs.views import VIEWS
@@ -42,9 +42,9 @@ from teamgym.envs.wrappers import SharedReward
 __all__ = ["ENTRY_POINT", "NAMESPACE", "TeamGymEnv", "TeammatePolicy", "register_envs"]
 
 #: Gymnasium namespace of the teamgym ids (``teamgym/foraging-v0``).
-NAMESPACE = "teamgym"
+NAMESPACE = GYMNASIUM_NAMESPACE
 #: Lazy entry point Gymnasium stores for every id (a string: registering imports nothing).
-ENTRY_POINT = "teamgym.adapters.gymnasium:TeamGymEnv"
+ENTRY_POINT = GYMNASIUM_ENTRY_POINT
 
 #: A teammate: a baseline name, or ``(agent, observation, info) -> action`` in the env's own
 #: obs mode (an index in vector mode, a reply string in text mode).
@@ -52,17 +52,14 @@ TeammatePolicy = str | Callable[[str, Any, Mapping[str, Any]], Any]
 
 
 def register_envs(namespace: str = NAMESPACE) -> list[str]:
-    """Register every teamgym env id with Gymnasium as ``<namespace>/<id>``; returns the ids.
+    """Register every teamgym env id, installed plugins' included, with Gymnasium as
+    ``<namespace>/<id>`` (a namespaced id keeps its own); returns the Gymnasium ids (ids that
+    Gymnasium cannot spell, with a ``.`` in their namespace, are left out).
 
     Cheap and safe to repeat: it stores the entry-point string and skips ids already there.
     """
-    gym_ids = []
-    for env_id in registry():
-        gym_id = f"{namespace}/{env_id}"
-        if gym_id not in gymnasium.registry:
-            gymnasium.register(id=gym_id, entry_point=ENTRY_POINT, kwargs={"env_id": env_id})
-        gym_ids.append(gym_id)
-    return gym_ids
+    gym_ids = (register_gymnasium(env_id, namespace) for env_id in registry())
+    return [gym_id for gym_id in gym_ids if gym_id is not None]
 
 
 def _is_masked(space: spaces.Space) -> bool:

@@ -6,7 +6,9 @@
 >>> sorted(obs)
 ['robot_0', 'robot_1', 'robot_2']
 
-Importing this package is cheap and offline: games load when ``make`` first needs them.
+Importing this package is cheap and offline: games load when ``make`` first needs them. It also
+lists every id in Gymnasium's registry as ``teamgym/<id>`` (strings only; see ``register``), so
+``gymnasium.make("teamgym/foraging-v0", obs_mode="vector")`` needs no other import.
 """
 
 from teamgym.envs.metrics import EpisodeMetrics, EpisodeTracker

@@ -5,6 +5,11 @@ nothing. Third-party packages add environments through the ``teamgym.envs`` entr
 (the entry point's name is the id, its value the ``"module:attr"`` factory), read the first time
 :func:`make`, :func:`spec` or :func:`registry` needs them. ``make("pkg.module:attr")`` builds any
 ParallelEnv factory without registering it, e.g. a PettingZoo env from another package.
+
+Every registered id is mirrored into Gymnasium's own registry as ``teamgym/<id>`` (a namespaced
+id ``ns/name-vN`` keeps its own namespace), with the string entry point
+:data:`GYMNASIUM_ENTRY_POINT`: ``gymnasium.make("teamgym/foraging-v0", obs_mode="vector")``
+works after ``import teamgym.envs`` and imports the Gymnasium adapter only then.
 """
 
 from __future__ import annotations
@@ -19,14 +24,20 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
+import gymnasium
+from gymnasium.envs.registration import parse_env_id
 from pettingzoo import ParallelEnv
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "GYMNASIUM_ENTRY_POINT",
+    "GYMNASIUM_NAMESPACE",
     "EnvSpec",
+    "gymnasium_id",
     "load_entry_point",
     "make",
     "register",
+    "register_gymnasium",
     "registry",
     "spec",
 ]
@@ -34,6 +45,10 @@ __all__ = [
 #: Entry-point group through which installed packages register environments.
 ENTRY_POINT_GROUP = "teamgym.envs"
 _ID = re.compile(r"^(?:[A-Za-z0-9_.]+/)?[A-Za-z0-9][A-Za-z0-9_.-]*-v\d+$")
+#: Gymnasium namespace of the ids that have none of their own (``teamgym/foraging-v0``).
+GYMNASIUM_NAMESPACE = "teamgym"
+#: What Gymnasium builds for a mirrored id (a string: registering imports nothing).
+GYMNASIUM_ENTRY_POINT = "teamgym.adapters.gymnasium:TeamGymEnv"
 
 
 @dataclass(frozen=True)
@@ -122,7 +137,33 @@ def register(
         )
     env_spec = EnvSpec(id, entry_point, dict(default_kwargs), description, dict(baselines or {}))
     _REGISTRY[id] = env_spec
+    register_gymnasium(id)
     return env_spec
+
+
+def gymnasium_id(id: str, namespace: str = GYMNASIUM_NAMESPACE) -> str:
+    """The Gymnasium id of a teamgym id: ``<namespace>/<id>``, or ``id`` when it has a namespace."""
+    return id if "/" in id else f"{namespace}/{id}"
+
+
+def register_gymnasium(id: str, namespace: str = GYMNASIUM_NAMESPACE) -> str | None:
+    """Mirror teamgym ``id`` into Gymnasium's registry (single-agent view, teammates scripted,
+    see :mod:`teamgym.adapters.gymnasium`); returns the Gymnasium id, or None for an id that
+    Gymnasium cannot spell (its namespaces allow no ``.``).
+
+    Cheap and safe to repeat: it stores strings and keeps an id Gymnasium already has. The
+    Gymnasium spec names the teamgym id, so a later ``register(id, ..., force=True)`` is what
+    ``gymnasium.make`` builds.
+    """
+    gym_id = gymnasium_id(id, namespace)
+    if gym_id in gymnasium.registry:
+        return gym_id
+    try:
+        parse_env_id(gym_id)
+    except gymnasium.error.Error:
+        return None
+    gymnasium.register(id=gym_id, entry_point=GYMNASIUM_ENTRY_POINT, kwargs={"env_id": id})
+    return gym_id
 
 
 def _load_plugins() -> None:

@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from teamgym.envs.registration import make, registry
+from teamgym.envs.registration import latest_versions, make, registry
 
 __all__ = [
     "FLAT",
@@ -479,7 +479,7 @@ def run(args: PerfArgs, progress: Callable[[str], None] = lambda _: None) -> Per
     """Measure what ``args`` asks for; ``progress`` hears what is being measured."""
     if args.quick:
         args = dataclasses.replace(args, agent_steps=QUICK_AGENT_STEPS, repeats=1, token_episodes=1)
-    env_ids = args.env or list(registry())
+    env_ids = args.env or latest_versions(registry())
     refusals = {(e, n): _refusal(e, n) for e in env_ids for n in args.agents}
     pairs = [pair for pair, refusal in refusals.items() if refusal is None]
     skipped = [Skipped(f"{e} ({n} agents)", why) for (e, n), why in refusals.items() if why]

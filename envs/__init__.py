@@ -37,14 +37,23 @@ __all__ = [
 ]
 
 # Built-in environments: data, not imports. A behaviour change bumps the version.
+_SIGNAL_BASELINES = {
+    "expert": "teamgym.envs.signal.baselines:SignalExpert",
+    "babbler": "teamgym.envs.signal.baselines:SignalBabbler",
+}
+register(
+    "signal-v1",
+    "teamgym.envs.signal:SignalEnv",
+    description="Referential game: a speaker sees the target, listeners must pick it; reward only on a right pick.",
+    baselines=_SIGNAL_BASELINES,
+)
+# 0.1.0's signal game, byte for byte: a step that only carried messages read "Nothing happened."
 register(
     "signal-v0",
     "teamgym.envs.signal:SignalEnv",
-    description="Referential game: a speaker sees the target, listeners must pick it; reward only on a right pick.",
-    baselines={
-        "expert": "teamgym.envs.signal.baselines:SignalExpert",
-        "babbler": "teamgym.envs.signal.baselines:SignalBabbler",
-    },
+    description="signal-v1 with 0.1.0's feedback wording (superseded by signal-v1).",
+    baselines=_SIGNAL_BASELINES,
+    message_feedback=False,
 )
 register(
     "foraging-v0",
@@ -72,4 +81,5 @@ register(
     "teamgym.envs.thor_assembly:ThorAssemblyEnv",
     description="Robots in an iTHOR scene fetch parts, connect them with joint actions and pass an inspection.",
     baselines={"expert": "teamgym.envs.thor_assembly.baselines:ThorExpert"},
+    message_feedback=False,  # 0.1.0's wording; its rules give every action feedback anyway
 )

@@ -19,7 +19,7 @@ import importlib
 import inspect
 import re
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
@@ -34,6 +34,7 @@ __all__ = [
     "GYMNASIUM_NAMESPACE",
     "EnvSpec",
     "gymnasium_id",
+    "latest_versions",
     "load_entry_point",
     "make",
     "register",
@@ -209,6 +210,20 @@ def registry() -> dict[str, str]:
         except (ImportError, AttributeError) as exc:
             out[env_id] = f"(unavailable: {exc})"
     return out
+
+
+def latest_versions(ids: Iterable[str]) -> list[str]:
+    """The newest version of each env among ``ids`` (``signal-v1`` supersedes ``signal-v0``),
+    in the order given: what "every env" means for benchmarks and tables."""
+    ids = list(ids)
+    newest: dict[str, tuple[int, str]] = {}
+    for env_id in ids:
+        name, _, version = env_id.rpartition("-v")
+        key, number = (name, int(version)) if name and version.isdigit() else (env_id, 0)
+        if key not in newest or number > newest[key][0]:
+            newest[key] = (number, env_id)
+    keep = {env_id for _, env_id in newest.values()}
+    return [env_id for env_id in ids if env_id in keep]
 
 
 def _accepted_kwargs(factory: Callable[..., Any]) -> set[str] | None:

@@ -111,6 +111,7 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         tokenizer: Tokenizer | None = None,
         invalid_penalty: float = 0.01,
         communication: bool = True,
+        message_feedback: bool = True,
         render_mode: str | None = None,
     ) -> None:
         """Common options; games add their own keyword arguments.
@@ -123,6 +124,9 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
             tokenizer: counts message tokens; whitespace tokens when None.
             invalid_penalty: subtracted from the individual reward of an unusable reply.
             communication: when False, ``<say>`` messages are dropped (ablation).
+            message_feedback: a step the rules said nothing about reads "Your message was
+                sent." / "You received a message from ..." when that happened; False keeps
+                the 0.1.0 wording, "Nothing happened." (``signal-v0``, ``thor-assembly-v0``).
             render_mode: ``"ansi"`` or None.
         """
         if not isinstance(num_agents, int) or not self.min_agents <= num_agents <= self.max_agents:
@@ -149,6 +153,7 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         self.tokenizer = tokenizer
         self.invalid_penalty = float(invalid_penalty)
         self.communication = communication
+        self.message_feedback = message_feedback
         self.render_mode = render_mode
         self.np_random, self.np_random_seed = seeding.np_random(None)
         self.num_steps = 0
@@ -328,6 +333,8 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
     def _quiet_feedback(self, agent: str) -> str:
         """Feedback of a step whose rules said nothing about ``agent``'s action: the messages it
         sent and received (delivered messages are news), else that nothing happened."""
+        if not self.message_feedback:
+            return "Nothing happened."
         news = ["Your message was sent."] if agent in self.messages_sent else []
         received = self.inbox.get(agent, [])
         if received:

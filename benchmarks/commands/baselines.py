@@ -42,8 +42,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
     """Run the episodes (with a progress bar), print the table, optionally write JSON."""
     from teamgym.benchmarks.baselines import run_baselines
     from teamgym.envs import registry, spec
+    from teamgym.envs.registration import latest_versions
 
-    env_ids = args.env or list(registry())
+    env_ids = args.env or latest_versions(registry())
     kwargs = env_kwargs(args)
     check_envs(env_ids, kwargs, chosen=bool(args.env))
     total = sum(len(spec(e).baselines) + 1 for e in env_ids) * args.episodes

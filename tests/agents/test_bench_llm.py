@@ -15,7 +15,7 @@ import yaml
 
 pytest.importorskip("httpx")
 
-from teamgym.benchmarks.report import load_run  # noqa: E402
+from teamgym.benchmarks.report import load_run
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess[str]:

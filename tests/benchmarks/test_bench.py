@@ -37,7 +37,7 @@ SMALL = {
     "episodes": 4,
     "agents": ["baselines"],
     "envs": [
-        {"id": "signal-v0", "sweep": {"num_agents": [2, 3]}},
+        {"id": "signal-v1", "sweep": {"num_agents": [2, 3]}},
         {"id": "foraging-v0", "kwargs": {"difficulty": "easy"}},
     ],
 }
@@ -48,10 +48,10 @@ SMALL = {
     [
         ({**SMALL, "episode": 3}, "unknown key(s) 'episode'; allowed: name, description"),
         ({**SMALL, "envs": []}, "'envs' must be a non-empty list"),
-        ({**SMALL, "envs": [{"id": "signl-v0"}]}, "Did you mean 'signal-v0'"),
-        ({**SMALL, "envs": [{"id": "signal-v0", "kwarg": {}}]}, "unknown key(s) 'kwarg'"),
-        ({**SMALL, "envs": [{"id": "signal-v0", "kwargs": {"n": 2}}]}, "unknown argument(s) 'n'"),
-        ({**SMALL, "envs": [{"id": "signal-v0", "sweep": {"num_agents": 2}}]}, "non-empty list"),
+        ({**SMALL, "envs": [{"id": "signl-v0"}]}, "Did you mean 'signal-v"),
+        ({**SMALL, "envs": [{"id": "signal-v1", "kwarg": {}}]}, "unknown key(s) 'kwarg'"),
+        ({**SMALL, "envs": [{"id": "signal-v1", "kwargs": {"n": 2}}]}, "unknown argument(s) 'n'"),
+        ({**SMALL, "envs": [{"id": "signal-v1", "sweep": {"num_agents": 2}}]}, "non-empty list"),
         ({**SMALL, "agents": ["oracle"]}, "has no baseline 'oracle'"),
         ({**SMALL, "agents": [{"kind": "gpt"}]}, "unknown agent kind 'gpt'"),
         ({**SMALL, "agents": [{"kind": "openai", "model": "m", "temp": 0}]}, "no option(s) temp"),
@@ -59,14 +59,14 @@ SMALL = {
         ({**SMALL, "episodes": 0}, "episodes must be a positive integer"),
         ({**SMALL, "agents": ["random", "random"]}, "appears twice"),
         (
-            {**SMALL, "envs": [{"id": "signal-v0", "teammates": {"robot_0": "x", "robot_1": "y"}}]},
+            {**SMALL, "envs": [{"id": "signal-v1", "teammates": {"robot_0": "x", "robot_1": "y"}}]},
             "has no baseline 'x'",
         ),
         (
             {
                 **SMALL,
                 "envs": [
-                    {"id": "signal-v0", "teammates": {"robot_0": "expert", "robot_1": "expert"}}
+                    {"id": "signal-v1", "teammates": {"robot_0": "expert", "robot_1": "expert"}}
                 ],
             },
             "some, not all",
@@ -85,11 +85,13 @@ def test_shipped_suites_load_and_expand() -> None:
     # every registered env, random plus its baselines, the `teamgym baselines` seeds
     from teamgym.envs import registry, spec
 
-    assert {s.env_id for s in smoke.settings} == set(registry())
-    expected = sum(1 + len(spec(e).baselines) for e in registry())
+    from teamgym.envs.registration import latest_versions
+
+    assert {s.env_id for s in smoke.settings} == set(latest_versions(registry()))
+    expected = sum(1 + len(spec(e).baselines) for e in latest_versions(registry()))
     assert len(smoke.settings) == expected and len(smoke) == 100 * expected
     default = load_suite("default")
-    assert {s.kwargs.get("num_agents") for s in default.settings if s.env_id == "signal-v0"} == {
+    assert {s.kwargs.get("num_agents") for s in default.settings if s.env_id == "signal-v1"} == {
         2,
         3,
         4,
@@ -102,19 +104,19 @@ def test_shipped_suites_load_and_expand() -> None:
 
 
 def test_overrides_replace_the_suite_values_and_change_its_hash() -> None:
-    base = load_suite("smoke", envs=["signal-v0"], episodes=3)
+    base = load_suite("smoke", envs=["signal-v1"], episodes=3)
     assert len(base) == 3 * 3
-    only_random = load_suite("smoke", envs=["signal-v0"], episodes=3, agents=["random"])
+    only_random = load_suite("smoke", envs=["signal-v1"], episodes=3, agents=["random"])
     assert [s.label for s in only_random.settings] == ["random"]
     assert only_random.hash != base.hash
-    assert load_suite("smoke", envs=["signal-v0"], episodes=3).hash == base.hash
+    assert load_suite("smoke", envs=["signal-v1"], episodes=3).hash == base.hash
 
 
 def test_bench_episodes_reproduce_the_baselines_fingerprints(tmp_path: Path) -> None:
-    suite = load_suite("smoke", envs=["signal-v0", "publicgoods-v0"], episodes=6)
+    suite = load_suite("smoke", envs=["signal-v1", "publicgoods-v0"], episodes=6)
     run_suite(suite, tmp_path / "run")
     rows = {(r["env_id"], r["agent"]): r for r in summarise(load_run(tmp_path / "run"))}
-    expected = run_baselines(["signal-v0", "publicgoods-v0"], episodes=6)
+    expected = run_baselines(["signal-v1", "publicgoods-v0"], episodes=6)
     assert len(rows) == len(expected)
     for result in expected:
         row = rows[(result.env_id, result.baseline)]
@@ -123,13 +125,13 @@ def test_bench_episodes_reproduce_the_baselines_fingerprints(tmp_path: Path) -> 
 
 
 def test_results_lines_carry_the_fingerprint_fields(tmp_path: Path) -> None:
-    suite = parse_suite({**SMALL, "envs": [{"id": "signal-v0"}], "agents": ["expert"]})
+    suite = parse_suite({**SMALL, "envs": [{"id": "signal-v1"}], "agents": ["expert"]})
     run_suite(suite, tmp_path / "run")
     lines = JsonLines(tmp_path / "run" / "results.jsonl").load()
     assert len(lines) == 4
     for line in lines:
         assert line["status"] == "ok" and line["error"] is None
-        assert line["env_id"] == "signal-v0" and line["env_version"] == 0
+        assert line["env_id"] == "signal-v1" and line["env_version"] == 1
         assert line["package_version"] and len(line["trajectory_hash"]) == 16
         assert line["config_hash"] == suite.settings[0].config_hash
         assert line["metrics"]["success"] is True
@@ -141,14 +143,14 @@ def test_results_lines_carry_the_fingerprint_fields(tmp_path: Path) -> None:
 
 
 def test_a_run_dir_holds_one_suite(tmp_path: Path) -> None:
-    run_suite(parse_suite({**SMALL, "envs": [{"id": "signal-v0"}]}), tmp_path / "run")
-    other = parse_suite({**SMALL, "envs": [{"id": "signal-v0"}], "episodes": 5})
+    run_suite(parse_suite({**SMALL, "envs": [{"id": "signal-v1"}]}), tmp_path / "run")
+    other = parse_suite({**SMALL, "envs": [{"id": "signal-v1"}], "episodes": 5})
     with pytest.raises(RunDirError, match="pass --out NEW_DIR"):
         run_suite(other, tmp_path / "run")
 
 
 def test_a_partial_last_line_is_cut_and_its_episode_replayed(tmp_path: Path) -> None:
-    suite = parse_suite({**SMALL, "envs": [{"id": "signal-v0"}], "agents": ["random"]})
+    suite = parse_suite({**SMALL, "envs": [{"id": "signal-v1"}], "agents": ["random"]})
     run_suite(suite, tmp_path / "a")
     run_suite(suite, tmp_path / "b")
     results = tmp_path / "b" / "results.jsonl"
@@ -202,7 +204,7 @@ def test_sigkill_then_the_same_command_resumes_to_the_same_summary(tmp_path: Pat
 
 
 def test_compare_reports_differences_and_exits_1(tmp_path: Path) -> None:
-    suite = parse_suite({**SMALL, "envs": [{"id": "signal-v0"}], "agents": ["random"]})
+    suite = parse_suite({**SMALL, "envs": [{"id": "signal-v1"}], "agents": ["random"]})
     run_suite(suite, tmp_path / "a")
     run_suite(suite, tmp_path / "b")
     results = tmp_path / "b" / "results.jsonl"
@@ -223,7 +225,7 @@ def test_bench_run_cli_writes_report_and_plots(tmp_path: Path) -> None:
         "run",
         "smoke",
         "--env",
-        "signal-v0",
+        "signal-v1",
         "--episodes",
         "5",
         "--out",
@@ -231,14 +233,14 @@ def test_bench_run_cli_writes_report_and_plots(tmp_path: Path) -> None:
         "--quiet",
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "signal-v0" in proc.stdout and "expert" in proc.stdout and "100% (" in proc.stdout
+    assert "signal-v1" in proc.stdout and "expert" in proc.stdout and "100% (" in proc.stdout
     for name in ("run.json", "results.jsonl", "trajectories.jsonl", "summary.json", "report.md"):
         assert (out / name).is_file(), name
     assert (out / "success.png").stat().st_size > 1000
     report = (out / "report.md").read_text()
-    assert "| signal-v0 | expert | 5 |" in report and "![success.png](success.png)" in report
+    assert "| signal-v1 | expert | 5 |" in report and "![success.png](success.png)" in report
     again = _teamgym("bench", "report", str(out))
-    assert again.returncode == 0 and "signal-v0" in again.stdout
+    assert again.returncode == 0 and "signal-v1" in again.stdout
 
 
 @pytest.mark.parametrize(
@@ -247,7 +249,7 @@ def test_bench_run_cli_writes_report_and_plots(tmp_path: Path) -> None:
         (("bench", "run", "nosuch"), "not a shipped suite"),
         (("bench", "run", "smoke", "--env", "x-v0"), "not in suite"),
         (("bench", "report", "/nonexistent"), "has no results.jsonl"),
-        (("bench", "run", "smoke", "--agent", "oracle", "--env", "signal-v0"), "has no baseline"),
+        (("bench", "run", "smoke", "--agent", "oracle", "--env", "signal-v1"), "has no baseline"),
     ],
 )
 def test_bench_usage_errors_exit_2(args: tuple[str, ...], message: str) -> None:
@@ -275,7 +277,7 @@ def test_ray_run_equals_the_serial_run(tmp_path: Path) -> None:
             "name": "ray",
             "episodes": 6,
             "agents": ["baselines"],
-            "envs": [{"id": "signal-v0"}, {"id": "keydoor-v0", "kwargs": {"difficulty": "easy"}}],
+            "envs": [{"id": "signal-v1"}, {"id": "keydoor-v0", "kwargs": {"difficulty": "easy"}}],
         }
     )
     run_suite(suite, tmp_path / "serial")
@@ -308,7 +310,7 @@ def test_metrics_port_serves_the_live_figures(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    args = ["bench", "run", "smoke", "--env", "signal-v0", "--agent", "expert", "--episodes", "3"]
+    args = ["bench", "run", "smoke", "--env", "signal-v1", "--agent", "expert", "--episodes", "3"]
     assert (
         main([*args, "--out", str(tmp_path / "run"), "--quiet", "--metrics-port", str(port)]) == 0
     )

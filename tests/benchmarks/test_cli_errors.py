@@ -10,7 +10,7 @@ import pytest
 
 from teamgym.benchmarks import cli
 from teamgym.benchmarks.commands.common import CommandError, check_envs
-from teamgym.envs import make, registry
+from teamgym.envs import make, registry, spec
 
 
 def _teamgym(*args: str) -> subprocess.CompletedProcess[str]:
@@ -72,8 +72,8 @@ def test_env_arg_without_env_names_the_env_that_refused_and_the_ones_that_take_i
     assert "error: foraging-v0 got unknown argument(s) 'pick_by'; accepted: communication," in out
     assert (
         "Without --env, --env-arg applies to every env and foraging-v0, keydoor-v0, "
-        "publicgoods-v0 and thor-assembly-v0 refused pick_by; signal-v0 takes them: "
-        "--env signal-v0" in out
+        "publicgoods-v0 and thor-assembly-v0 refused pick_by; signal-v1 takes them: "
+        "--env signal-v1" in out
     ), out
 
 
@@ -114,7 +114,7 @@ def test_malformed_pairs_are_usage_errors(argv: list[str], capsys) -> None:
 
 def test_a_delivered_message_is_never_nothing_happened() -> None:
     """The README's first steps: the listener's next observation says a message arrived."""
-    env = make("signal-v0", num_agents=3)
+    env = make("signal-v1", num_agents=3)
     obs, infos = env.reset(seed=0)
     replies = {agent: "<action>wait</action>" for agent in env.agents}
     replies[env.speaker] = "<say>small blue circle</say><action>say</action>"
@@ -130,7 +130,9 @@ def test_a_delivered_message_is_never_nothing_happened() -> None:
     assert infos["robot_1"]["feedback"] == "Nothing happened."
 
 
-@pytest.mark.parametrize("env_id", sorted(registry()))
+@pytest.mark.parametrize(
+    "env_id", [e for e in sorted(registry()) if spec(e).kwargs.get("message_feedback", True)]
+)
 def test_every_env_tells_a_quiet_recipient_about_the_message(env_id: str) -> None:
     """The wording lives in the base class: in every env, an agent whose step brought no other
     news but a teammate's message reads that it received one."""
@@ -149,7 +151,7 @@ def test_every_env_tells_a_quiet_recipient_about_the_message(env_id: str) -> Non
         assert "Nothing happened" not in obs[agent], obs[agent]
 
 
-def test_a_missing_extra_names_the_extra_to_install(capsys, monkeypatch) -> None:
+def test_a_missing_extra_names_the_extra_to_install(capsys, monkeypatch, tmp_path) -> None:
     import builtins
 
     from teamgym.benchmarks.cli import main
@@ -170,13 +172,13 @@ def test_a_missing_extra_names_the_extra_to_install(capsys, monkeypatch) -> None
             "run",
             "smoke",
             "--env",
-            "signal-v0",
+            "signal-v1",
             "--episodes",
             "1",
             "--agent",
             "openai:m@http://127.0.0.1:9/v1",
             "--out",
-            "/nonexistent-dir/x",
+            str(tmp_path / "run"),
         ]
     )
     out = capsys.readouterr().out

@@ -71,9 +71,9 @@ class Terminal:
 
 
 def _expert_moves(agent: str, seed: int) -> list[str]:
-    """What a person types to play ``agent`` of signal-v0 (2 agents) like the expert: 'say:
+    """What a person types to play ``agent`` of signal-v1 (2 agents) like the expert: 'say:
     WORDS' to speak, a pick by its number, a lone action by name."""
-    env = make("signal-v0")
+    env = make("signal-v1")
     obs, infos = env.reset(seed=seed)
     expert, moves = SignalExpert(), []
     while env.agents:
@@ -94,10 +94,10 @@ def test_a_person_listens_then_speaks_and_the_team_succeeds() -> None:
     the expert would do wins, and the screen shows every part of the game."""
     moves = _expert_moves("robot_1", seed=0)
     assert len(moves) == 4 and moves[2].startswith("say: "), moves
-    term = Terminal("play", "signal-v0", "--agent", "robot_1", "--seed", "0")
+    term = Terminal("play", "signal-v1", "--agent", "robot_1", "--seed", "0")
 
     first = term.read_until("robot_1> ")
-    assert "You play robot_1 in signal-v0 (seed 0); robot_0 played by the expert baseline" in first
+    assert "You play robot_1 in signal-v1 (seed 0); robot_0 played by the expert baseline" in first
     assert "You are robot_1 in a team of 2 playing a referential game" in first  # instructions
     assert "Round 1/2. robot_0 is the speaker. Your objects:\n1. " in first  # the observation
     assert "choose: 1) wait" in first
@@ -133,7 +133,7 @@ def test_a_person_listens_then_speaks_and_the_team_succeeds() -> None:
 
 @pytest.mark.parametrize("keys", ["q\n", "\x04", "\x03"], ids=["q", "end-of-input", "ctrl-c"])
 def test_quitting_is_clean(keys: str) -> None:
-    term = Terminal("play", "signal-v0")
+    term = Terminal("play", "signal-v1")
     term.read_until("robot_0> ")
     term.type(keys)
     status, end = term.finish()
@@ -146,7 +146,7 @@ def test_play_in_a_pipe_as_the_speaker() -> None:
     """Typed lines from a pipe work too; the person speaks in round 1 (robot_0)."""
     moves = _expert_moves("robot_0", seed=3)
     proc = subprocess.run(
-        [sys.executable, "-m", "teamgym", "play", "signal-v0", "--seed", "3"],
+        [sys.executable, "-m", "teamgym", "play", "signal-v1", "--seed", "3"],
         input="\n".join(moves) + "\n",
         capture_output=True,
         text=True,
@@ -160,15 +160,15 @@ def test_play_in_a_pipe_as_the_speaker() -> None:
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--agent", "robot_9"], "signal-v0 has no agent 'robot_9'; agents: robot_0, robot_1"),
-        (["--teammates", "nobody"], "signal-v0 has no baseline 'nobody'"),
+        (["--agent", "robot_9"], "signal-v1 has no agent 'robot_9'; agents: robot_0, robot_1"),
+        (["--teammates", "nobody"], "signal-v1 has no baseline 'nobody'"),
         (["--env-arg", "num_agent=3"], "accepted:"),
         (["--env-arg", "obs_mode=vector"], "play needs text observations"),
     ],
 )
 def test_bad_input_is_a_usage_error(args: list[str], expected: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "teamgym", "play", "signal-v0", *args],
+        [sys.executable, "-m", "teamgym", "play", "signal-v1", *args],
         capture_output=True,
         text=True,
         timeout=300,

@@ -31,15 +31,44 @@ def test_make_signal_with_overrides() -> None:
 
 def test_registry_lists_ids_with_descriptions() -> None:
     ids = registry()
-    assert "signal-v0" in ids
-    assert "speaker" in ids["signal-v0"]
+    assert "signal-v1" in ids and "signal-v0" in ids
+    assert "speaker" in ids["signal-v1"]
+    assert "superseded by signal-v1" in ids["signal-v0"]
 
 
 def test_unknown_id_names_close_matches() -> None:
     with pytest.raises(KeyError, match="Did you mean 'signal-v0'"):
         make("signl-v0")
-    with pytest.raises(KeyError, match="signal-v0"):
-        make("signal-v1")
+    with pytest.raises(KeyError, match="signal-v1"):
+        make("signal-v2")
+
+
+def test_latest_versions_keep_the_newest_of_each_env() -> None:
+    from teamgym.envs.registration import latest_versions
+
+    assert latest_versions(["signal-v1", "foo-v0", "signal-v0", "foo-v3", "plain"]) == [
+        "signal-v1",
+        "foo-v3",
+        "plain",
+    ]
+    assert "signal-v0" not in latest_versions(registry()) and "signal-v1" in latest_versions(
+        registry()
+    )
+
+
+def test_signal_v0_keeps_its_wording_and_v1_says_a_message_arrived() -> None:
+    """signal-v0 is 0.1.0's game byte for byte; signal-v1 only changes that feedback line."""
+    for env_id, expected in (("signal-v0", "Nothing happened."), ("signal-v1", "You received")):
+        env = make(env_id, num_agents=3)
+        env.reset(seed=0)
+        replies = {a: "<action>wait</action>" for a in env.agents}
+        replies[env.speaker] = "<say>small blue circle</say><action>say</action>"
+        _, _, _, _, infos = env.step(replies)
+        listener = next(a for a in env.agents if a != env.speaker)
+        assert infos[listener]["feedback"].startswith(expected), (
+            env_id,
+            infos[listener]["feedback"],
+        )
 
 
 def test_bad_kwargs_name_the_accepted_ones() -> None:

@@ -159,8 +159,8 @@ def load_suite(
     if not isinstance(raw, dict):
         raise SuiteError(f"{path}: a suite is a mapping with keys {', '.join(_TOP_KEYS)}")
     raw.setdefault("name", path.stem)
-    if agents:
-        raw["agents"] = list(agents)
+    if agents:  # flags: names, or inline YAML mappings ("{kind: openai, model: m, ...}")
+        raw["agents"] = [_inline(a) for a in agents]
     if episodes is not None:
         raw["episodes"] = episodes
     if seed is not None:
@@ -180,6 +180,18 @@ def load_suite(
             )
         raw["envs"] = [e for e in raw["envs"] if e.get("id") in set(envs)]
     return parse_suite(raw, where=str(path))
+
+
+def _inline(spec: str) -> Any:
+    """An ``--agent`` value: a mapping when written as inline YAML, else the string itself."""
+    import yaml
+
+    if not spec.lstrip().startswith("{"):
+        return spec
+    try:
+        return yaml.safe_load(spec)
+    except yaml.YAMLError as exc:
+        raise SuiteError(f"--agent {spec!r}: not a YAML mapping: {exc}") from None
 
 
 def _unknown(keys: Mapping[str, Any], allowed: Sequence[str], where: str) -> None:

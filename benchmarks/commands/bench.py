@@ -67,7 +67,8 @@ def _add_run(inner: argparse._SubParsersAction) -> argparse.ArgumentParser:
         default=[],
         metavar="SPEC",
         help="replace the suite's agents (repeatable): random, expert, baselines, "
-        "checkpoint:DIR, transformers:DIR, openai:MODEL@BASE_URL",
+        "checkpoint:DIR, transformers:DIR, openai:MODEL@BASE_URL, or a YAML mapping such as "
+        "'{kind: openai, model: M, base_url: URL, max_tokens: 64}'",
     )
     p.add_argument("--env", action="append", default=[], help="only these env ids of the suite")
     p.add_argument(

@@ -72,10 +72,6 @@ def test_a_served_model_scores_as_the_same_model_in_process(tmp_path: Path, mode
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        envs = [
-            {"id": "signal-v0", "kwargs": {"num_candidates": 3}},
-            {"id": "publicgoods-v0", "kwargs": {"num_agents": 2, "difficulty": "easy"}},
-        ]
         over_http = {
             "kind": "openai",
             "model": str(model_dir),
@@ -86,7 +82,8 @@ def test_a_served_model_scores_as_the_same_model_in_process(tmp_path: Path, mode
         runs = {}
         for name, agent in (("http", over_http), ("local", local)):
             out = tmp_path / name
-            proc = _bench(str(_suite(tmp_path, [agent], envs, name)), "--out", str(out))
+            smoke = ["smoke", "--env", "signal-v1", "--env", "publicgoods-v0", "--episodes", "2"]
+            proc = _bench(*smoke, "--agent", json.dumps(agent), "--out", str(out))
             assert proc.returncode == 0, proc.stdout + proc.stderr
             runs[name] = {(r["env_id"], r["seed"]): r for r in load_run(out).values()}
     finally:

@@ -316,3 +316,15 @@ def test_metrics_port_serves_the_live_figures(tmp_path: Path) -> None:
     )
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     assert "teamgym_success 1.0" in text and "teamgym_team_reward 4.0" in text
+
+
+def test_agent_flags_take_inline_yaml_mappings() -> None:
+    suite = load_suite(
+        "smoke", envs=["signal-v1"], agents=["{kind: openai, model: m, max_tokens: 8}", "expert"]
+    )
+    assert [s.agent.kind for s in suite.settings] == ["openai", "baseline"]
+    assert suite.settings[0].agent.options["max_tokens"] == 8
+    with pytest.raises(SuiteError, match="not a YAML mapping"):
+        load_suite("smoke", envs=["signal-v1"], agents=["{kind: openai, model"])
+    with pytest.raises(SuiteError, match="no option"):
+        load_suite("smoke", envs=["signal-v1"], agents=["{kind: openai, model: m, temp: 1}"])

@@ -139,17 +139,25 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         progress.update(task, advance=1, live=f"success {rate:.0%}{errored}")
         export({**(result["metrics"] or {}), "success": rate})
 
-    with progress, bad_input(RunDirError), warnings.catch_warnings():
-        warnings.simplefilter("always")
-        run_suite(
-            suite,
-            run_dir,
-            concurrency=args.concurrency,
-            ray_address=args.ray,
-            save_observations=args.save_observations,
-            on_result=on_result,
-            on_plan=on_plan,
+    try:
+        with progress, bad_input(RunDirError), warnings.catch_warnings():
+            warnings.simplefilter("always")
+            run_suite(
+                suite,
+                run_dir,
+                concurrency=args.concurrency,
+                ray_address=args.ray,
+                save_observations=args.save_observations,
+                on_result=on_result,
+                on_plan=on_plan,
+            )
+    except KeyboardInterrupt:
+        done = tally["ok"] + tally["errored"]
+        console.print(
+            f"interrupted: the {done} episodes finished in this session are saved in {run_dir}; "
+            "run the same command to resume"
         )
+        return 130
     return _print_report(run_dir, console)
 
 

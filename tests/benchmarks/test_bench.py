@@ -84,7 +84,6 @@ def test_shipped_suites_load_and_expand() -> None:
     smoke = load_suite("smoke")
     # every registered env, random plus its baselines, the `teamgym baselines` seeds
     from teamgym.envs import registry, spec
-
     from teamgym.envs.registration import latest_versions
 
     assert {s.env_id for s in smoke.settings} == set(latest_versions(registry()))
@@ -328,3 +327,20 @@ def test_agent_flags_take_inline_yaml_mappings() -> None:
         load_suite("smoke", envs=["signal-v1"], agents=["{kind: openai, model"])
     with pytest.raises(SuiteError, match="no option"):
         load_suite("smoke", envs=["signal-v1"], agents=["{kind: openai, model: m, temp: 1}"])
+
+
+def test_ctrl_c_saves_what_finished_and_says_how_to_resume(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "teamgym", "bench", "run", "smoke", "--env", "thor-assembly-v0"]
+    proc = subprocess.Popen([*cmd, "--out", str(out), "--quiet"], stdout=subprocess.PIPE, text=True)
+    results = out / "results.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (
+        results.exists() and results.read_bytes().count(b"\n") >= 3
+    ):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stdout, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stdout
+    assert "interrupted" in stdout and "run the same command to resume" in " ".join(stdout.split())
+    assert len(JsonLines(results).load()) >= 3

@@ -16,7 +16,11 @@ from typing import Any
 
 from teamgym.envs.wrappers.recorder import to_json_line
 
-__all__ = ["JsonLines", "latest_by_key"]
+__all__ = ["CorruptRunError", "JsonLines", "latest_by_key"]
+
+
+class CorruptRunError(ValueError):
+    """A results file holds a line that is not a JSON record (edited, or another writer)."""
 
 
 class JsonLines:
@@ -61,7 +65,7 @@ class JsonLines:
                 try:
                     out.append(json.loads(line))
                 except json.JSONDecodeError as exc:
-                    raise ValueError(
+                    raise CorruptRunError(
                         f"{self.path}:{n}: not a JSON record ({exc}); the file was edited or "
                         "written by something else: move it away to start the run afresh"
                     ) from None

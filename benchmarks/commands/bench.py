@@ -26,6 +26,7 @@ from rich.table import Table
 
 from teamgym.benchmarks.commands import perf
 from teamgym.benchmarks.commands.common import CommandError, bad_input, positive_int
+from teamgym.benchmarks.results import CorruptRunError
 
 NAME = "bench"
 
@@ -140,7 +141,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         export({**(result["metrics"] or {}), "success": rate})
 
     try:
-        with progress, bad_input(RunDirError), warnings.catch_warnings():
+        with progress, bad_input(RunDirError, CorruptRunError), warnings.catch_warnings():
             warnings.simplefilter("always")
             run_suite(
                 suite,
@@ -187,14 +188,14 @@ def _print_report(run_dir: Path, console: Console) -> int:
 
 
 def _report(args: argparse.Namespace, console: Console) -> int:
-    with bad_input(FileNotFoundError):
+    with bad_input(FileNotFoundError, CorruptRunError):
         return _print_report(Path(args.run_dir), console)
 
 
 def _compare(args: argparse.Namespace, console: Console) -> int:
     from teamgym.benchmarks.report import compare_runs
 
-    with bad_input(FileNotFoundError):
+    with bad_input(FileNotFoundError, CorruptRunError):
         cmp = compare_runs(args.run_a, args.run_b)
     console.print(
         f"{len(cmp.same)} episodes identical, {len(cmp.different)} differ, "

@@ -344,3 +344,12 @@ def test_ctrl_c_saves_what_finished_and_says_how_to_resume(tmp_path: Path) -> No
     assert proc.returncode == 130, stdout
     assert "interrupted" in stdout and "run the same command to resume" in " ".join(stdout.split())
     assert len(JsonLines(results).load()) >= 3
+
+
+def test_an_edited_results_file_is_a_clear_error(tmp_path: Path) -> None:
+    suite = parse_suite({**SMALL, "envs": [{"id": "signal-v1"}], "agents": ["random"]})
+    run_suite(suite, tmp_path / "run")
+    results = tmp_path / "run" / "results.jsonl"
+    results.write_text("not json\n" + results.read_text())
+    proc = _teamgym("bench", "report", str(tmp_path / "run"))
+    assert proc.returncode == 2 and "results.jsonl:1: not a JSON record" in proc.stdout

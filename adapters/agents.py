@@ -26,9 +26,11 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from teamgym.envs.baselines import Policy, make_baseline
+from teamgym.names import CHECKPOINT_PREFIX
 
 __all__ = [
     "AgentError",
@@ -149,6 +151,11 @@ def parse_agent_spec(spec: str | Mapping[str, Any]) -> AgentSpec:
         raise ValueError(f"agent kind {kind!r} needs {required!r}")
     if kind == "openai":
         options.setdefault("base_url", "http://127.0.0.1:8000/v1")
+    if kind == "transformers":  # absolute: the same model from any working directory or node
+        options["path"] = str(Path(str(options["path"])).expanduser().resolve())
+    if kind == "baseline" and str(options["name"]).startswith(CHECKPOINT_PREFIX):
+        path = Path(str(options["name"]).removeprefix(CHECKPOINT_PREFIX)).expanduser().resolve()
+        options["name"] = f"{CHECKPOINT_PREFIX}{path}"
     default_label = {
         "baseline": str(options.get("name")),
         "openai": f"openai:{options.get('model')}",

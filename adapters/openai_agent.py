@@ -8,8 +8,9 @@ flight serve the whole run; failures are retried with exponential backoff, and a
 still has no reply raises :class:`~teamgym.adapters.agents.AgentError` saying what to check.
 
 Options (spec keys): ``model`` (required), ``base_url`` (``http://127.0.0.1:8000/v1``),
-``api_key_env`` (the environment variable holding the key, ``OPENAI_API_KEY``; unset means no
-``Authorization`` header), ``concurrency`` (8 requests in flight, run-wide), ``timeout`` (60 s
+``api_key_env`` (the environment variable holding the key; by default ``OPENAI_API_KEY`` for
+``https://api.openai.com`` and none for any other server, so a key is never sent to a host
+that was not named for it; unset means no ``Authorization`` header), ``concurrency`` (8 requests in flight, run-wide), ``timeout`` (60 s
 per request), ``max_retries`` (3), ``backoff`` (0.5 s, doubled per retry, plus up to 50% jitter
 drawn from the turn's seed), ``temperature`` (0), ``top_p`` (1.0), ``max_tokens`` (256),
 ``seed`` (0; mixed into every request's ``seed``, see :func:`~teamgym.adapters.chat.reply_seed`).
@@ -145,7 +146,14 @@ class OpenAIAgent:
         self.model = str(o["model"])
         self.base_url = str(o.get("base_url", "http://127.0.0.1:8000/v1")).rstrip("/")
         self.url = f"{self.base_url}/chat/completions"
-        self.api_key_env = str(o.get("api_key_env", "OPENAI_API_KEY"))
+        try:
+            host = httpx.URL(self.url).host
+        except (httpx.InvalidURL, TypeError) as exc:
+            raise ValueError(
+                f"{spec.label}: base_url {self.base_url!r} is not a URL: {exc}"
+            ) from None
+        default_key = "OPENAI_API_KEY" if host == "api.openai.com" else None
+        self.api_key_env: str | None = o.get("api_key_env", default_key)
         self.concurrency = int(o.get("concurrency", 8))
         self.timeout = float(o.get("timeout", 60.0))
         self.max_retries = int(o.get("max_retries", 3))
@@ -154,6 +162,11 @@ class OpenAIAgent:
         self.top_p = float(o.get("top_p", 1.0))
         self.max_tokens = int(o.get("max_tokens", 256))
         self.seed = int(o.get("seed", 0))
+        if self.temperature < 0 or not 0 < self.top_p <= 1 or self.max_tokens < 1:
+            raise ValueError(
+                f"{spec.label}: need temperature >= 0, 0 < top_p <= 1 and max_tokens >= 1, got "
+                f"{self.temperature}, {self.top_p}, {self.max_tokens}"
+            )
         if self.concurrency < 1 or self.timeout <= 0 or self.max_retries < 0 or self.backoff < 0:
             raise ValueError(
                 f"{spec.label}: need concurrency >= 1, timeout > 0, max_retries >= 0 and "
@@ -175,7 +188,7 @@ class OpenAIAgent:
         loop = asyncio.get_running_loop()
         if self._client is None or self._slots is None or self._loop is not loop:
             self._discard()
-            key = os.environ.get(self.api_key_env)
+            key = os.environ.get(self.api_key_env) if self.api_key_env else None
             self._client = httpx.AsyncClient(
                 headers={"Authorization": f"Bearer {key}"} if key else {},
                 timeout=self.timeout,
@@ -254,8 +267,8 @@ class OpenAIAgent:
             raise _Failed(
                 f"{self.spec.label}: {self.url} refused the request with HTTP {status}: "
                 f"{response.text[:300]}. Check the model name ({self.model!r}; GET "
-                f"{self.base_url}/models lists the served ones), base_url, and the key in "
-                f"${self.api_key_env}.",
+                f"{self.base_url}/models lists the served ones), base_url, and the key "
+                + (f"in ${self.api_key_env}." if self.api_key_env else "(none sent: api_key_env)."),
                 status,
                 retry=False,
             )

@@ -15,7 +15,7 @@ import hashlib
 import json
 import math
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,12 @@ __all__ = [
 ]
 
 Z95 = 1.959963984540054
+#: Student's t 97.5% quantiles for 1..30 degrees of freedom (beyond: the normal's)
+T975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
 #: metric key in the episode record -> (summary name, column title)
 MEANS = {
     "score": "score",
@@ -58,12 +64,15 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
 
 
 def mean_ci(values: Iterable[float | None]) -> dict[str, float | None]:
-    """Mean and normal-approximation 95% interval of the non-None values (None if none)."""
+    """Mean and Student-t 95% interval of the non-None values (no interval below 2 values)."""
     kept = [float(v) for v in values if v is not None]
     if not kept:
         return {"mean": None, "lo": None, "hi": None, "n": 0}
     mean = statistics.fmean(kept)
-    half = Z95 * statistics.stdev(kept) / math.sqrt(len(kept)) if len(kept) > 1 else 0.0
+    if len(kept) < 2:
+        return {"mean": mean, "lo": None, "hi": None, "n": 1}
+    t = T975[len(kept) - 2] if len(kept) - 1 <= len(T975) else Z95
+    half = t * statistics.stdev(kept) / math.sqrt(len(kept))
     return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": len(kept)}
 
 
@@ -74,20 +83,26 @@ def load_run(run_dir: str | Path) -> dict[str, dict[str, Any]]:
         raise FileNotFoundError(
             f"{run_dir} has no results.jsonl: pass a directory written by `teamgym bench run`"
         )
-    return latest_by_key(JsonLines(path).load())
+    return latest_by_key(JsonLines(path).load(repair=False))
 
 
 def _hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def summarise(results: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One summary row per setting, in first-seen order (see the module docstring)."""
+def summarise(
+    results: Mapping[str, Mapping[str, Any]], order: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """One summary row per setting, in ``order`` (config hashes: the suite's order) and then
+    in first-seen order (see the module docstring)."""
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for record in results.values():
         groups.setdefault(record["config_hash"], []).append(record)
+    rank = {h: i for i, h in enumerate(order)}
     rows = []
-    for config_hash, records in groups.items():
+    for config_hash, records in sorted(
+        groups.items(), key=lambda item: rank.get(item[0], len(rank))
+    ):
         records = sorted(records, key=lambda r: r["seed"])
         ok = [r for r in records if r["status"] == "ok"]
         metrics = [r["metrics"] for r in ok]
@@ -262,9 +277,9 @@ def _plot(run_dir: Path, rows: list[dict[str, Any]]) -> list[str]:
 def write_report(run_dir: str | Path) -> list[dict[str, Any]]:
     """Write ``summary.json``, ``report.md`` and plots for a run directory; returns the rows."""
     run_dir = Path(run_dir)
-    rows = summarise(load_run(run_dir))
     meta_path = run_dir / "run.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    rows = summarise(load_run(run_dir), meta.get("settings", ()))
     summary = {
         "suite_name": meta.get("suite_name"),
         "suite_hash": meta.get("suite_hash"),

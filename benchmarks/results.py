@@ -52,16 +52,18 @@ class JsonLines:
         )
         return size - keep
 
-    def load(self) -> list[dict[str, Any]]:
-        """Every complete record, in file order (a partial last line is repaired away)."""
-        self.repair()
+    def load(self, repair: bool = True) -> list[dict[str, Any]]:
+        """Every complete record, in file order. A partial last line is cut off the file
+        (``repair``: the writer, holding the run's lock) or only skipped (readers)."""
+        if repair:
+            self.repair()
         if not self.path.exists():
             return []
         out = []
         with self.path.open(encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
+                if not line.strip() or not line.endswith("\n"):
+                    continue  # blank, or a line still being written
                 try:
                     out.append(json.loads(line))
                 except json.JSONDecodeError as exc:
@@ -86,4 +88,7 @@ class JsonLines:
 
 def latest_by_key(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The last record of each ``key`` (a rerun of an errored episode supersedes it)."""
+    for record in records:
+        if not isinstance(record, dict) or "key" not in record:
+            raise CorruptRunError(f"a results line is not an episode record: {str(record)[:80]}")
     return {r["key"]: r for r in records}

@@ -22,8 +22,10 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import os
 import re
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,17 +60,17 @@ def _env_version(env_id: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-class _Teammates:
-    """Scripted teammates of one episode, reset as ``run_episode`` resets a second policy."""
-
-    def __init__(self, job: Job, env: Any) -> None:
-        self.policies = {}
-        for i, (agent, name) in enumerate(sorted(job.setting.teammates.items()), start=1):
-            policy = make_baseline(job.setting.env_id, name)
-            if hasattr(policy, "bind"):
-                policy.bind(env)
-            policy.reset(job.seed * 1000 + i)
-            self.policies[agent] = policy
+def _teammates(job: Job, env: Any) -> dict[str, Any]:
+    """The scripted teammates of one episode: bound to the env, the i-th (in agent-name order)
+    reset with ``seed * 1000 + i`` (the agent under test takes ``i = 0``)."""
+    policies = {}
+    for i, (agent, name) in enumerate(sorted(job.setting.teammates.items()), start=1):
+        policy = make_baseline(job.setting.env_id, name)
+        if hasattr(policy, "bind"):
+            policy.bind(env)
+        policy.reset(job.seed * 1000 + i)
+        policies[agent] = policy
+    return policies
 
 
 async def _play(job: Job, agent: RunAgent, save_observations: bool) -> tuple[dict, dict]:
@@ -83,15 +85,15 @@ async def _play(job: Job, agent: RunAgent, save_observations: bool) -> tuple[dic
         obs, infos = env.reset(seed=job.seed)
         digest.update(to_json_line({"observations": obs, "infos": infos}).encode())
         player = agent.episode(env, job.seed)
-        mates = _Teammates(job, env).policies
+        mates = _teammates(job, env)
         tracker = EpisodeTracker(env.possible_agents)
         last_info = dict(infos)
         error = None
         while env.agents:
             live = list(env.agents)
             try:
-                replies = await asyncio.gather(
-                    *(_reply(mates.get(a), player, a, obs[a], last_info[a]) for a in live)
+                replies = await _ask_all(
+                    [_reply(mates.get(a), player, a, obs[a], last_info[a]) for a in live]
                 )
             except AgentError as exc:
                 error = str(exc)
@@ -123,6 +125,19 @@ async def _play(job: Job, agent: RunAgent, save_observations: bool) -> tuple[dic
         env.close()
     trajectory = {"key": job.key, "seed": job.seed, "steps": steps, "agent_records": records}
     return _result(job, metrics, error, digest.hexdigest()[:16], len(steps)), trajectory
+
+
+async def _ask_all(calls: list[Any]) -> list[str]:
+    """Every agent's reply, asked at once; when one fails, the others' requests are cancelled
+    (not left retrying against the server while the next episodes start)."""
+    tasks = [asyncio.ensure_future(call) for call in calls]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 async def _reply(policy: Any, player: Any, agent: str, observation: Any, info: Any) -> str:
@@ -165,7 +180,9 @@ class _Agents:
 
     def get(self, job: Job) -> RunAgent:
         spec = job.setting.agent
-        key = (spec.digest() + spec.label, job.setting.env_id)
+        # LLM agents serve every env (one client, one in-flight limit); baselines are per env
+        env_key = job.setting.env_id if spec.kind == "baseline" else ""
+        key = (spec.digest() + spec.label, env_key)
         if key not in self.built:
             self.built[key] = build_agent(spec, job.setting.env_id)
         return self.built[key]
@@ -232,7 +249,21 @@ def _check_run_dir(run_dir: Path, suite: Suite) -> None:
     """Create ``run.json`` or check that the directory holds this suite."""
     path = run_dir / RUN_JSON
     if path.exists():
-        held = json.loads(path.read_text())
+        try:
+            held = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            raise RunDirError(
+                f"{path} is not JSON (edited, or cut by a kill); delete it to adopt the "
+                "directory for this suite, or pass --out NEW_DIR"
+            ) from None
+        if held.get("suite_hash") == suite.hash and held.get("package_version") != (
+            version := _package_version()
+        ):
+            warnings.warn(
+                f"{run_dir} was started with teamgym {held.get('package_version')}; resuming "
+                f"with {version}: its results.jsonl lines each record the version that wrote them",
+                stacklevel=2,
+            )
         if held.get("suite_hash") != suite.hash:
             raise RunDirError(
                 f"{run_dir} holds a run of suite {held.get('suite_name')!r} with other settings "
@@ -246,8 +277,11 @@ def _check_run_dir(run_dir: Path, suite: Suite) -> None:
         "suite": suite.source,
         "package_version": _package_version(),
         "episodes": len(suite),
+        "settings": [s.config_hash for s in suite.settings],
     }
-    path.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+    os.replace(tmp, path)  # whole or absent, even if killed here
 
 
 @dataclass(frozen=True)
@@ -302,3 +336,19 @@ def run_suite(
         else:
             asyncio.run(_play_all(progress.todo, concurrency, save_observations, done))
     return run_dir
+
+
+def check_agents(suite: Suite) -> None:
+    """Build every LLM agent of the suite once before any episode plays, so a missing model
+    directory, a bad URL or an option out of range is reported up front (``ValueError``)."""
+    seen: set[str] = set()
+    for setting in suite.settings:
+        spec = setting.agent
+        if spec.kind == "baseline" or spec.digest() + spec.label in seen:
+            continue
+        seen.add(spec.digest() + spec.label)
+        try:
+            agent = build_agent(spec, setting.env_id)
+        except (ValueError, TypeError, OSError) as exc:
+            raise ValueError(f"agent {spec.label}: {exc}") from None
+        agent.close()

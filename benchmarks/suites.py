@@ -171,14 +171,15 @@ def load_suite(
                 if given is not None and given != []:
                     entry.pop(key, None)
     if envs:
-        known = {e.get("id") for e in raw.get("envs") or [] if isinstance(e, dict)}
+        entries = [e for e in raw.get("envs") or [] if isinstance(e, dict)]
+        known = {e.get("id") for e in entries}
         missing = sorted(set(envs) - known)
         if missing:
             raise SuiteError(
                 f"--env {', '.join(missing)}: not in suite {raw['name']!r} "
                 f"(its envs: {', '.join(sorted(map(str, known)))})"
             )
-        raw["envs"] = [e for e in raw["envs"] if e.get("id") in set(envs)]
+        raw["envs"] = [e for e in entries if e.get("id") in set(envs)]
     return parse_suite(raw, where=str(path))
 
 
@@ -216,8 +217,8 @@ def parse_suite(raw: Mapping[str, Any], where: str = "suite") -> Suite:
         raise SuiteError(f"{where}: 'envs' must be a non-empty list of entries with an 'id'")
     default_episodes = _positive(raw.get("episodes", 10), "episodes", where)
     default_seed = raw.get("seed", EVAL_SEED_BASE)
-    if not isinstance(default_seed, int):
-        raise SuiteError(f"{where}: seed must be an integer, got {default_seed!r}")
+    if not isinstance(default_seed, int) or isinstance(default_seed, bool) or default_seed < 0:
+        raise SuiteError(f"{where}: seed must be a non-negative integer, got {default_seed!r}")
     default_agents = raw.get("agents", [ALL_BASELINES])
     settings: list[Setting] = []
     for i, entry in enumerate(entries):
@@ -255,9 +256,11 @@ def _entry_settings(
         raise SuiteError(f"{at}: every 'sweep' value is a non-empty list")
     episodes = _positive(entry.get("episodes", episodes), "episodes", at)
     first = entry.get("seed", seed)
+    if not isinstance(first, int) or isinstance(first, bool) or first < 0:
+        raise SuiteError(f"{at}: seed must be a non-negative integer, got {first!r}")
     seeds = tuple(range(first, first + episodes))
     teammates = {str(k): str(v) for k, v in (entry.get("teammates") or {}).items()}
-    _agent_specs(list(teammates.values()) or ["random"], env_id, [], f"{at}: teammates")
+    _check_teammates(teammates, env_id, at)
     specs = _agent_specs(entry.get("agents", agents), env_id, list(env_spec.baselines), at)
     out = []
     names = list(sweep)
@@ -277,6 +280,20 @@ def _entry_settings(
         for agent in specs:
             out.append(Setting(env_id, kwargs, agent, teammates, seeds))
     return out
+
+
+def _check_teammates(teammates: Mapping[str, str], env_id: str, at: str) -> None:
+    """Teammates are scripted baselines (or ``checkpoint:DIR``), each built once now."""
+    from teamgym.envs.baselines import make_baseline
+
+    for agent, name in teammates.items():
+        if name == ALL_BASELINES:
+            raise SuiteError(f"{at}: teammates: {agent}: name one baseline, not {ALL_BASELINES!r}")
+        try:
+            make_baseline(env_id, name)
+        except (ValueError, KeyError, FileNotFoundError) as exc:
+            message = exc.args[0] if exc.args else exc
+            raise SuiteError(f"{at}: teammates: {agent}={name!r}: {message}") from None
 
 
 def _agent_specs(agents: Any, env_id: str, baselines: list[str], at: str) -> list[AgentSpec]:

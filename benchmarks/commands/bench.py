@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -25,8 +27,16 @@ from rich.progress import (
 from rich.table import Table
 
 from teamgym.benchmarks.commands import perf
-from teamgym.benchmarks.commands.common import CommandError, bad_input, positive_int
+from teamgym.benchmarks.commands.common import (
+    CommandError,
+    bad_input,
+    non_negative_int,
+    positive_int,
+)
 from teamgym.benchmarks.results import CorruptRunError
+
+if TYPE_CHECKING:
+    from teamgym.benchmarks.runner import RunProgress
 
 NAME = "bench"
 
@@ -75,7 +85,9 @@ def _add_run(inner: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "--episodes", type=positive_int, help="episodes per setting (replaces the suite's)"
     )
-    p.add_argument("--seed", type=int, help="first episode seed (replaces the suite's)")
+    p.add_argument(
+        "--seed", type=non_negative_int, help="first episode seed (replaces the suite's)"
+    )
     p.add_argument(
         "--concurrency", type=positive_int, default=4, help="episodes in flight (LLM agents)"
     )
@@ -94,13 +106,54 @@ def _add_run(inner: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
+class _Live:
+    """The progress bar and the live figures (this session's episodes) of a run."""
+
+    def __init__(self, console: Console, name: str, total: int, quiet: bool, export: Any) -> None:
+        self.console, self.export = console, export
+        self.tally = {"ok": 0, "success": 0, "errored": 0}
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[live]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+            disable=quiet,
+        )
+        self.task = self.progress.add_task(escape(name), total=total, live="")
+
+    def planned(self, todo: RunProgress, run_dir: Path) -> None:
+        """Start the bar where a resumed run stands."""
+        self.progress.update(self.task, completed=todo.done)
+        if todo.done:
+            self.console.print(
+                f"resuming {run_dir}: {todo.done} of {todo.total} episodes done", markup=False
+            )
+
+    def finished(self, result: dict) -> None:
+        """One more episode: advance, show the success rate so far, export the gauges."""
+        t = self.tally
+        if result["status"] == "ok":
+            t["ok"] += 1
+            t["success"] += bool(result["metrics"]["success"])
+        else:
+            t["errored"] += 1
+        rate = t["success"] / t["ok"] if t["ok"] else 0.0
+        errored = f", {t['errored']} errored" if t["errored"] else ""
+        self.progress.update(self.task, advance=1, live=f"success {rate:.0%}{errored}")
+        self.export({**(result["metrics"] or {}), "success": rate})
+
+
 def _run(args: argparse.Namespace, console: Console) -> int:
-    """Load and check the suite, play what is missing, then report."""
+    """Load and check the suite and its agents, play what is missing, then report."""
     from teamgym.adapters.prometheus import record_exporter
-    from teamgym.benchmarks.runner import RunDirError, run_suite
+    from teamgym.benchmarks.runner import RunDirError, check_agents, run_suite
     from teamgym.benchmarks.suites import SuiteError, load_suite
 
-    with bad_input(SuiteError):
+    with bad_input(SuiteError, ValueError):
         suite = load_suite(
             args.suite,
             agents=args.agent or None,
@@ -108,40 +161,11 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             episodes=args.episodes,
             seed=args.seed,
         )
+        check_agents(suite)
     run_dir = Path(args.out or Path("runs") / suite.name)
-    export = record_exporter(args.metrics_port)
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[live]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-        disable=args.quiet,
-    )
-    tally = {"ok": 0, "success": 0, "errored": 0}
-    task = progress.add_task(suite.name, total=len(suite), live="")
-
-    def on_plan(plan) -> None:  # type: ignore[no-untyped-def]
-        progress.update(task, completed=plan.done)
-        if plan.done:
-            console.print(f"resuming {run_dir}: {plan.done} of {plan.total} episodes done")
-
-    def on_result(result: dict) -> None:
-        if result["status"] == "ok":
-            tally["ok"] += 1
-            tally["success"] += bool(result["metrics"]["success"])
-        else:
-            tally["errored"] += 1
-        rate = tally["success"] / tally["ok"] if tally["ok"] else 0.0
-        errored = f", {tally['errored']} errored" if tally["errored"] else ""
-        progress.update(task, advance=1, live=f"success {rate:.0%}{errored}")
-        export({**(result["metrics"] or {}), "success": rate})
-
+    live = _Live(console, suite.name, len(suite), args.quiet, record_exporter(args.metrics_port))
     try:
-        with progress, bad_input(RunDirError, CorruptRunError), warnings.catch_warnings():
+        with live.progress, bad_input(RunDirError, CorruptRunError), warnings.catch_warnings():
             warnings.simplefilter("always")
             run_suite(
                 suite,
@@ -149,14 +173,15 @@ def _run(args: argparse.Namespace, console: Console) -> int:
                 concurrency=args.concurrency,
                 ray_address=args.ray,
                 save_observations=args.save_observations,
-                on_result=on_result,
-                on_plan=on_plan,
+                on_result=live.finished,
+                on_plan=lambda todo: live.planned(todo, run_dir),
             )
     except KeyboardInterrupt:
-        done = tally["ok"] + tally["errored"]
+        done = live.tally["ok"] + live.tally["errored"]
         console.print(
             f"interrupted: the {done} episodes finished in this session are saved in {run_dir}; "
-            "run the same command to resume"
+            "run the same command to resume",
+            markup=False,
         )
         return 130
     return _print_report(run_dir, console)
@@ -166,13 +191,13 @@ def _print_report(run_dir: Path, console: Console) -> int:
     from teamgym.benchmarks.report import columns_and_rows, write_report
 
     rows = write_report(run_dir)
-    table = Table(title=f"{run_dir}", box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(title=escape(str(run_dir)), box=box.SIMPLE_HEAD, pad_edge=False)
     columns, cells = columns_and_rows(rows)
     for col in columns:
         left = col in ("env", "args", "agent", "fingerprint")
         table.add_column(col, justify="left" if left else "right", no_wrap=col != "args")
     for row in cells:
-        table.add_row(*row)
+        table.add_row(*map(escape, row))
     if not console.is_terminal:  # a log or a pipe: whole rows, however wide
         wide = console.options.update(max_width=1000)
         console.width = max(console.width, console.measure(table, options=wide).maximum)
@@ -180,10 +205,11 @@ def _print_report(run_dir: Path, console: Console) -> int:
     errored = sum(r["errored"] for r in rows)
     if errored:
         console.print(
-            f"[yellow]{errored} episodes errored[/yellow] (reasons in {run_dir / 'report.md'}); "
+            f"[yellow]{errored} episodes errored[/yellow] (reasons in "
+            f"{escape(str(run_dir / 'report.md'))}); "
             "run the same command again to retry them"
         )
-    console.print(f"results, summary.json, report.md and plots in {run_dir}")
+    console.print(f"results, summary.json, report.md and plots in {run_dir}", markup=False)
     return 0
 
 
@@ -199,17 +225,19 @@ def _compare(args: argparse.Namespace, console: Console) -> int:
         cmp = compare_runs(args.run_a, args.run_b)
     console.print(
         f"{len(cmp.same)} episodes identical, {len(cmp.different)} differ, "
-        f"{len(cmp.only_a)} only in {args.run_a}, {len(cmp.only_b)} only in {args.run_b}"
+        f"{len(cmp.only_a)} only in {args.run_a}, {len(cmp.only_b)} only in {args.run_b}",
+        markup=False,
     )
     if cmp.versions[0] != cmp.versions[1]:
         console.print(
-            f"package versions differ: {sorted(cmp.versions[0])} vs {sorted(cmp.versions[1])}"
+            f"package versions differ: {sorted(cmp.versions[0])} vs {sorted(cmp.versions[1])}",
+            markup=False,
         )
     for key, what in cmp.different[: args.show]:
-        console.print(f"  differs: {key} ({what})")
+        console.print(f"  differs: {key} ({what})", markup=False)
     for name, keys in ((args.run_a, cmp.only_a), (args.run_b, cmp.only_b)):
         for key in keys[: args.show]:
-            console.print(f"  only in {name}: {key}")
+            console.print(f"  only in {name}: {key}", markup=False)
     if not (cmp.same or cmp.different):
         raise CommandError("the runs share no episode: are they runs of the same suite?")
     verdict = "[green]reproduced[/green]" if cmp.reproduced else "[red]not reproduced[/red]"

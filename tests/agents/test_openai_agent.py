@@ -281,3 +281,37 @@ def test_any_response_is_a_reply_or_an_agent_error(status: int, body: bytes) -> 
     except AgentError:
         return
     assert isinstance(reply, str) and status < 300
+
+
+def test_no_key_goes_to_a_server_not_named_for_it(chat_server, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-private")
+    chat_server.script = lambda n, body: chat_server.Reply(
+        chat_server.completion("<action>x</action>")
+    )
+    agent = agent_for(chat_server.url)
+
+    async def one() -> None:
+        await agent.episode(None, seed=0).act("robot_0", "obs", INFO)
+        await agent.aclose()
+
+    asyncio.run(one())
+    headers = {k.lower(): v for k, v in chat_server.seen[0].headers.items()}
+    assert "authorization" not in headers
+    official = OpenAIAgent(
+        parse_agent_spec({"kind": "openai", "model": "m", "base_url": "https://api.openai.com/v1"})
+    )
+    assert official.api_key_env == "OPENAI_API_KEY"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"base_url": "http://host:80x/v1"}, "is not a URL"),
+        ({"max_tokens": 0}, "max_tokens >= 1"),
+        ({"temperature": -1}, "temperature >= 0"),
+        ({"concurrency": 0}, "concurrency >= 1"),
+    ],
+)
+def test_bad_options_are_refused_when_the_agent_is_built(options: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        OpenAIAgent(parse_agent_spec({"kind": "openai", "model": "m", **options}))

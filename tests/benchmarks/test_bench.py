@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -353,3 +355,111 @@ def test_an_edited_results_file_is_a_clear_error(tmp_path: Path) -> None:
     results.write_text("not json\n" + results.read_text())
     proc = _teamgym("bench", "report", str(tmp_path / "run"))
     assert proc.returncode == 2 and "results.jsonl:1: not a JSON record" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("teammates", "message"),
+    [
+        ({"robot_1": "openai:m@http://127.0.0.1:9/v1"}, "teammates: robot_1="),
+        ({"robot_1": "baselines"}, "name one baseline"),
+    ],
+)
+def test_teammates_must_be_one_scripted_baseline(teammates: dict, message: str) -> None:
+    with pytest.raises(SuiteError, match=message):
+        parse_suite({**SMALL, "envs": [{"id": "signal-v1", "teammates": teammates}]})
+
+
+def test_bad_seeds_are_refused() -> None:
+    with pytest.raises(SuiteError, match="non-negative integer"):
+        parse_suite({**SMALL, "seed": -1})
+    with pytest.raises(SuiteError, match="non-negative integer"):
+        parse_suite({**SMALL, "envs": [{"id": "signal-v1", "seed": "5"}]})
+    proc = _teamgym("bench", "run", "smoke", "--seed", "-1")
+    assert proc.returncode == 2 and "must be at least 0" in proc.stderr
+
+
+def test_llm_agents_are_checked_before_any_episode(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    bad = "{kind: openai, model: m, base_url: 'http://host:80x/v1'}"
+    proc = _teamgym(
+        "bench", "run", "smoke", "--env", "signal-v1", "--agent", bad, "--out", str(out)
+    )
+    assert proc.returncode == 2 and "is not a URL" in proc.stdout, proc.stdout + proc.stderr
+    assert not (out / "results.jsonl").exists()
+    proc = _teamgym(
+        "bench", "run", "smoke", "--agent", f"transformers:{tmp_path}/none", "--env", "signal-v1"
+    )
+    assert proc.returncode == 2 and "not a model directory" in proc.stdout, proc.stdout
+
+
+def test_labels_with_brackets_are_printed_whole(tmp_path: Path) -> None:
+    agent = "{kind: baseline, name: random, label: '[team] rnd'}"
+    proc = _teamgym(
+        "bench",
+        "run",
+        "smoke",
+        "--env",
+        "signal-v1",
+        "--episodes",
+        "2",
+        "--agent",
+        agent,
+        "--out",
+        str(tmp_path / "[exp]"),
+        "--quiet",
+    )
+    assert proc.returncode == 0 and "[team] rnd" in proc.stdout and "[exp]" in proc.stdout
+
+
+def test_summary_rows_follow_the_suite_not_the_finishing_order(tmp_path: Path) -> None:
+    suite = parse_suite({**SMALL, "envs": [{"id": "signal-v1"}], "agents": ["random", "expert"]})
+    run_suite(suite, tmp_path / "run", concurrency=8)
+    results = tmp_path / "run" / "results.jsonl"
+    lines = results.read_text().splitlines()
+    results.write_text("\n".join(reversed(lines)) + "\n")  # as if the expert finished first
+    from teamgym.benchmarks.report import write_report
+
+    assert [r["agent"] for r in write_report(tmp_path / "run")] == ["random", "expert"]
+
+
+def test_mean_intervals_use_students_t() -> None:
+    from teamgym.benchmarks.report import mean_ci
+
+    ci = mean_ci([0.0, 1.0, 0.0, 1.0, 1.0])  # n = 5: t(4) = 2.776
+    half = 2.776 * statistics.stdev([0.0, 1.0, 0.0, 1.0, 1.0]) / 5**0.5
+    assert ci["hi"] - ci["mean"] == pytest.approx(half)
+    assert mean_ci([0.5])["lo"] is None
+
+
+def test_one_failing_agent_cancels_its_teammates_requests() -> None:
+    from teamgym.adapters.agents import AgentError
+    from teamgym.benchmarks.runner import _ask_all
+
+    cancelled = []
+
+    async def slow() -> str:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return "late"
+
+    async def failing() -> str:
+        await asyncio.sleep(0.01)
+        raise AgentError("server down")
+
+    start = time.monotonic()
+    with pytest.raises(AgentError):
+        asyncio.run(_ask_all([slow(), failing()]))
+    assert time.monotonic() - start < 5 and cancelled == [True]
+
+
+def test_readers_skip_a_line_being_written_without_touching_the_file(tmp_path: Path) -> None:
+    suite = parse_suite({**SMALL, "envs": [{"id": "signal-v1"}], "agents": ["random"]})
+    run_suite(suite, tmp_path / "run")
+    results = tmp_path / "run" / "results.jsonl"
+    data = results.read_bytes() + b'{"key": "half'
+    results.write_bytes(data)
+    assert len(load_run(tmp_path / "run")) == 4
+    assert results.read_bytes() == data  # only the writer (holding the lock) repairs

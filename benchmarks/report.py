@@ -237,6 +237,9 @@ def _plot(run_dir: Path, rows: list[dict[str, Any]]) -> list[str]:
     if not shown:
         return []
     labels = [r["group"] for r in shown]
+    agents = list(dict.fromkeys(r["agent"] for r in shown))  # one colour per agent, every env
+    palette = plt.get_cmap("tab10")
+    colours = [palette(agents.index(r["agent"]) % 10) for r in shown]
     panels = {
         "success.png": [("success", "success rate")],
         "collaboration.png": [
@@ -262,7 +265,7 @@ def _plot(run_dir: Path, rows: list[dict[str, Any]]) -> list[str]:
                     for m, r in zip(means, shown, strict=True)
                 ],
             ]
-            ax.barh(range(len(labels)), means, xerr=errs, color="tab:blue", alpha=0.8, capsize=2)
+            ax.barh(range(len(labels)), means, xerr=errs, color=colours, alpha=0.85, capsize=2)
             ax.set_yticks(range(len(labels)), labels if ax is axes[0][0] else [""] * len(labels))
             ax.invert_yaxis()
             ax.set_title(title)

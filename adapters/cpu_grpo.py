@@ -12,7 +12,7 @@ import torch
 
 from teamgym.adapters.train_args import TrainArgs
 
-__all__ = ["Learner", "grpo_update", "load_learner", "response_logprobs"]
+__all__ = ["Learner", "grpo_update", "load_learner", "receptive_field", "response_logprobs"]
 
 
 @dataclass
@@ -37,6 +37,19 @@ def load_learner(model_dir: str, args: TrainArgs, actor_cfg: Any) -> Learner:
     return Learner(policy, reference, optim, actor_cfg)
 
 
+def receptive_field(config: Any) -> int | None:
+    """How many tokens back an output can see: layers x window when every layer uses
+    sliding-window attention (RoPE is relative, so cutting older tokens changes nothing), else
+    None (the whole sequence)."""
+    window = getattr(config, "sliding_window", None)
+    layer_types = getattr(config, "layer_types", None) or []
+    if not getattr(config, "use_sliding_window", False) or not window:
+        return None
+    if any(t != "sliding_attention" for t in layer_types):
+        return None
+    return int(config.num_hidden_layers) * int(window)
+
+
 def response_logprobs(
     model: Any, out: Any, with_entropy: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -44,7 +57,8 @@ def response_logprobs(
 
     VERL pads prompts on the left to ``prompt_length`` and responses on the right to
     ``response_length``; columns that are padding in every row are cut before the forward pass
-    (a large saving on CPU) and the results are padded back to VERL's shapes."""
+    (a large saving on CPU), as are prompt tokens beyond the model's
+    :func:`receptive_field`; the results are padded back to VERL's shapes."""
     from verl.utils.torch_functional import entropy_from_logits, logprobs_from_logits
 
     input_ids, attention = out.batch["input_ids"], out.batch["attention_mask"]
@@ -53,12 +67,15 @@ def response_logprobs(
     prompt_len = input_ids.shape[1] - resp_len
     used = attention.sum(0) > 0
     first = int(used[:prompt_len].float().argmax()) if used[:prompt_len].any() else prompt_len - 1
+    if (field := receptive_field(model.config)) is not None:
+        first = max(first, prompt_len - field)
     last = int(used[prompt_len:].nonzero().max()) + 1 if used[prompt_len:].any() else 1
     cols = slice(first, prompt_len + last)
     logits = model(
         input_ids=input_ids[:, cols],
         attention_mask=attention[:, cols],
         position_ids=position_ids[:, cols],
+        use_cache=False,
     ).logits
     logits = logits[:, -last - 1 : -1, :].float()
     kept = logprobs_from_logits(logits, responses[:, :last], inplace_backward=False)
@@ -72,19 +89,24 @@ def response_logprobs(
 
 
 def grpo_update(learner: Learner, out: Any, args: TrainArgs, seed: int = 0) -> dict[str, float]:
-    """Optimiser steps on a rollout batch: GRPO advantage grouped by ``uid`` over the whole
-    batch, then ``args.ppo_epochs`` passes of ``args.mini_batches`` shuffled mini-batches
+    """Optimiser steps on a rollout batch: GRPO advantage grouped by ``uid`` (``team_grpo``:
+    by episode seed) over the whole batch, then ``args.ppo_epochs`` passes of ``args.mini_batches`` shuffled mini-batches
     (VERL's ppo_epochs / ppo_mini_batch_size). Returns the mean loss, kl and entropy."""
     from verl.trainer.ppo import core_algos
 
-    adv, _ = core_algos.compute_grpo_outcome_advantage(
-        out.batch["rm_scores"], out.batch["response_mask"], out.non_tensor_batch["uid"]
+    import teamgym.adapters.verl.advantage  # noqa: F401  (registers team_grpo)
+
+    adv, _ = core_algos.get_adv_estimator_fn(args.adv_estimator)(
+        token_level_rewards=out.batch["rm_scores"],
+        response_mask=out.batch["response_mask"],
+        index=out.non_tensor_batch["uid"],
     )
-    with torch.no_grad():
-        old_logp, _ = response_logprobs(learner.policy, out)
-        ref_logp, _ = response_logprobs(learner.reference, out)
     n = len(out)
     chunks = max(1, min(args.mini_batches, n))
+    on_policy = chunks == 1 and args.ppo_epochs <= 1  # one step: the old log-probs are its own
+    with torch.no_grad():
+        old_logp = None if on_policy else response_logprobs(learner.policy, out)[0]
+        ref_logp, _ = response_logprobs(learner.reference, out)
     order_rng = torch.Generator().manual_seed(seed)
     terms: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
     learner.policy.train()
@@ -92,7 +114,8 @@ def grpo_update(learner: Learner, out: Any, args: TrainArgs, seed: int = 0) -> d
         order = torch.randperm(n, generator=order_rng) if chunks > 1 else torch.arange(n)
         for idx in torch.tensor_split(order, chunks):
             part = out.select_idxs(idx.numpy()) if chunks > 1 else out
-            terms.append(_step(learner, part, adv[idx], old_logp[idx], ref_logp[idx], args))
+            old = None if old_logp is None else old_logp[idx]
+            terms.append(_step(learner, part, adv[idx], old, ref_logp[idx], args))
     learner.policy.eval()
     loss, kl, entropy = (torch.stack(values).mean() for values in zip(*terms, strict=True))
     return {"kl": float(kl), "entropy": float(entropy), "loss": float(loss)}
@@ -102,17 +125,19 @@ def _step(
     learner: Learner,
     part: Any,
     adv: torch.Tensor,
-    old_logp: torch.Tensor,
+    old_logp: torch.Tensor | None,
     ref_logp: torch.Tensor,
     args: TrainArgs,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One optimiser step on a mini-batch; returns its detached (loss, kl, entropy)."""
+    """One optimiser step on a mini-batch; returns its detached (loss, kl, entropy). Without
+    ``old_logp`` the step is on-policy: the old log-probs are this forward's, detached (the
+    same numbers as a separate pass, one forward fewer)."""
     from verl.trainer.ppo import core_algos
 
     mask = part.batch["response_mask"].float()
     logp, entropy = response_logprobs(learner.policy, part, with_entropy=True)
     pg_loss, _ = core_algos.get_policy_loss_fn("vanilla")(
-        old_log_prob=old_logp,
+        old_log_prob=logp.detach() if old_logp is None else old_logp,
         log_prob=logp,
         advantages=adv,
         response_mask=mask,

@@ -25,6 +25,7 @@ __all__ = [
     "compose_config",
     "draw_seeds",
     "evaluate",
+    "evaluate_metrics",
     "groups_with_signal",
     "rollout_metrics",
 ]
@@ -140,6 +141,7 @@ def rollout_metrics(out: Any) -> dict[str, float]:
     """The episode figures of a rollout batch, as a step's line of ``metrics.jsonl`` names them."""
     return {
         "success": batch_mean(out, "success"),
+        "score": batch_mean(out, "score"),
         "reward": float(out.batch["rm_scores"].sum(-1).mean()),
         "team_return": batch_mean(out, "team_return"),
         "collaboration_index": batch_mean(out, "collaboration_index"),
@@ -153,6 +155,20 @@ def evaluate(
     model_dir_or_model: Any, tokenizer: Any, args: TrainArgs, episodes: int, seed: int = 0
 ) -> float:
     """Greedy success rate on held-out (evaluation-range) seeds."""
+    return evaluate_metrics(model_dir_or_model, tokenizer, args, episodes, seed)["success"]
+
+
+def evaluate_metrics(
+    model_dir_or_model: Any,
+    tokenizer: Any,
+    args: TrainArgs,
+    episodes: int,
+    seed: int = 0,
+    temperature: float = 0.0,
+) -> dict[str, float]:
+    """Held-out figures (evaluation-range seeds), greedy unless ``temperature`` > 0 (then
+    sampled with the server's ``seed``): success, score, team return (raw, before sharing) and
+    invalid-action rate, each the mean over the trained agents' rows."""
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
     from teamgym.adapters.verl.server import LocalModelServer
@@ -160,12 +176,13 @@ def evaluate(
     run = Path(args.out)
     run.mkdir(parents=True, exist_ok=True)
     cfg = compose_config(args, run)
-    cfg.actor_rollout_ref.rollout.temperature = 0.0
+    cfg.actor_rollout_ref.rollout.temperature = temperature
+    cfg.actor_rollout_ref.rollout.val_kwargs.temperature = temperature  # before the worker reads it
     server = LocalModelServer(model_dir_or_model, tokenizer=tokenizer, seed=seed)
     worker = AgentLoopWorker(cfg, server)
     seeds = [EVAL_SEED_BASE + seed * 100_000 + k for k in range(episodes)]
     batch = build_batch(args, seeds, "eval", 1)
     batch.meta_info["validate"] = True
-    cfg.actor_rollout_ref.rollout.val_kwargs.temperature = 0.0
     out = asyncio.run(worker.generate_sequences(batch))
-    return batch_mean(out, "success")
+    keys = ("success", "score", "team_return", "invalid_action_rate")
+    return {key: batch_mean(out, key) for key in keys}

@@ -9,6 +9,7 @@ the learning rate) when KL stays above ``kl_limit`` or success stays well below 
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,11 @@ class RunDir:
         torch.save(ckpt, tmp)
         tmp.replace(path)
 
+    def start_stable(self, learner: Learner, state: RunState) -> None:
+        """The weights GRPO starts from are the first stable checkpoint."""
+        if not self.stable.exists():
+            self.save(self.stable, learner, state)
+
     def finish_step(
         self, record: dict[str, Any], learner: Learner, state: RunState, rng: np.random.Generator
     ) -> None:
@@ -102,12 +108,18 @@ def guard(
     args: TrainArgs, state: RunState, record: dict[str, Any], learner: Learner, run: RunDir
 ) -> str | None:
     """Keep the last stable checkpoint; restore it (and halve the lr) after
-    ``args.guard_patience`` bad steps in a row. Returns what it did, if anything."""
+    ``args.guard_patience`` bad steps in a row. Returns what it did, if anything.
+
+    A step's KL and success measure the weights it started from (its rollouts and its
+    update's first forward pass), so a good step makes the previous step's checkpoint (or the
+    start, :meth:`RunDir.start_stable`) the stable one, never the weights it just produced."""
     kl_bad = record["kl"] > args.kl_limit
     success_bad = state.best_success >= 0 and record["success"] < state.best_success - 0.3
     if not kl_bad and record["success"] >= state.best_success:
+        # the record measures the weights this step started from: the last step's checkpoint
         state.best_success = record["success"]
-        run.save(run.stable, learner, state)
+        if run.latest.exists():
+            shutil.copyfile(run.latest, run.stable)
     state.bad_steps = state.bad_steps + 1 if (kl_bad or success_bad) else 0
     if state.bad_steps < args.guard_patience or not run.stable.exists():
         return None

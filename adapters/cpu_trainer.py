@@ -25,6 +25,7 @@ from teamgym.adapters.cpu_rollout import (
     compose_config,
     draw_seeds,
     evaluate,
+    evaluate_metrics,
     rollout_metrics,
 )
 from teamgym.adapters.cpu_run_state import RunDir, guard
@@ -57,6 +58,7 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
     tokenizer = AutoTokenizer.from_pretrained(start_model)
     learner = load_learner(start_model, args, omega_conf_to_dataclass(cfg.actor_rollout_ref.actor))
     state, history = run.resume(args, learner)
+    run.start_stable(learner, state)
     rng = np.random.default_rng(args.seed)
     if state.rng is not None:
         rng.bit_generator.state = state.rng
@@ -68,7 +70,7 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
     with Progress(disable=not progress) as bar:
         task = bar.add_task("GRPO", total=args.steps, completed=state.step)
         while state.step < args.steps:
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             step = state.step + 1
             # 3. rollouts through VERL's agent loop, one GRPO group per (seed, agent)
             batch = build_batch(
@@ -82,10 +84,12 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
 
             # 5. metrics, monitors, checkpoints
             record = step_record(args, step, out, losses, state.lr, time.perf_counter() - start)
+            record["cpu_seconds"] = time.process_time() - cpu_start  # all threads: ~ cores x wall
             if args.eval_every and (step % args.eval_every == 0 or step == args.steps):
-                record["eval_success"] = evaluate(
+                held_out = evaluate_metrics(
                     learner.policy, tokenizer, args, args.eval_episodes, seed=1
                 )
+                record |= {f"eval_{key}": value for key, value in held_out.items()}
             if event := guard(args, state, record, learner, run):
                 record["guard"] = event
             run.finish_step(record, learner, state, rng)
@@ -94,7 +98,7 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
             description = f"GRPO success {record['success']:.2f} KL {record['kl']:.3f}"
             bar.update(task, advance=1, description=description)
 
-    plot_curve(history, run.path / "curve.png")
+    plot_curve(history, run.path / "curve.png", args)
     learner.policy.save_pretrained(run.path / "policy", safe_serialization=True)  # checkpoint:DIR
     tokenizer.save_pretrained(run.path / "policy")
     return history
@@ -113,8 +117,10 @@ def step_record(
     return record
 
 
-def plot_curve(history: list[dict[str, Any]], path: Path) -> None:
-    """Learning curve: training success (and held-out success) and KL per step."""
+def plot_curve(history: list[dict[str, Any]], path: Path, args: TrainArgs | None = None) -> None:
+    """Learning curve: training success (and held-out success) and KL per step; the guard's
+    rollbacks as vertical lines, KL's warning level and limit (``args``) and a changing
+    learning rate on the KL panel."""
     if not history:
         return
     import matplotlib
@@ -133,11 +139,29 @@ def plot_curve(history: list[dict[str, Any]], path: Path) -> None:
         ax1.plot(*zip(*evals, strict=True), "o-", label="held-out success (greedy)")
     ax1.set_ylabel("success")
     ax1.set_ylim(-0.02, 1.02)
-    ax1.legend()
-    ax2.plot(steps, [h["kl"] for h in history], color="tab:red", label="KL to reference")
+    kls = [h["kl"] for h in history]
+    ax2.plot(steps, kls, color="tab:red", label="KL to reference")
+    if args is not None:
+        top = max(kls)
+        ax2.axhline(args.kl_target, color="tab:orange", ls=":", label="KL warning (--kl-target)")
+        if args.kl_limit <= 2 * top:
+            ax2.axhline(args.kl_limit, color="black", ls=":", label="guard limit (--kl-limit)")
+    for i, h in enumerate(h for h in history if "guard" in h):
+        for ax in (ax1, ax2):
+            ax.axvline(
+                h["step"], color="gray", ls="--", label="rollback, lr halved" if i == 0 else None
+            )
+    lrs = [h["lr"] for h in history]
+    if len(set(lrs)) > 1:
+        twin = ax2.twinx()
+        twin.step(steps, lrs, where="post", color="tab:green", label="learning rate")
+        twin.set_yscale("log")
+        twin.set_ylabel("learning rate")
+        twin.legend(loc="upper right", fontsize=8)
+    ax1.legend(fontsize=8)
     ax2.set_xlabel("step")
     ax2.set_ylabel("KL")
-    ax2.legend()
+    ax2.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

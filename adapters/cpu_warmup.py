@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from teamgym.adapters.cpu_rollout import evaluate
+from teamgym.adapters.cpu_grpo import receptive_field
+from teamgym.adapters.cpu_rollout import evaluate_metrics
 from teamgym.adapters.train_args import TrainArgs
 
 __all__ = ["format_warmup", "warm_up", "warmup_examples"]
@@ -26,31 +27,40 @@ Example = tuple[list[int], int]
 
 def warm_up(args: TrainArgs, run: Path) -> str:
     """The model GRPO starts from: ``args.model``, or the warm-up model in ``run`` (trained
-    once; ``warmup.json`` records its loss, time and held-out success)."""
+    once; ``warmup.json`` records its loss, time and held-out figures)."""
     from transformers import AutoTokenizer
 
     if args.warmup_steps <= 0:
         return args.model
     model_dir = run / "warmup_model"
     if not (model_dir / "config.json").exists():
-        began = time.perf_counter()
+        began, cpu_began = time.perf_counter(), time.process_time()
         info: dict[str, Any] = format_warmup(
             args, model_dir, steps=args.warmup_steps, teacher=args.warmup_policy
         )
         info["teacher"] = args.warmup_policy
         info["seconds"] = time.perf_counter() - began
+        info["cpu_seconds"] = time.process_time() - cpu_began
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        info["eval_success"] = evaluate(str(model_dir), tokenizer, args, args.eval_episodes, seed=1)
+        held_out = evaluate_metrics(str(model_dir), tokenizer, args, args.eval_episodes, seed=1)
+        info["eval_success"], info["eval"] = held_out["success"], held_out
         (run / "warmup.json").write_text(json.dumps(info, indent=2) + "\n")
     return str(model_dir)
 
 
 def warmup_examples(
-    args: TrainArgs, tokenizer: Any, episodes: int, teacher: str = "random"
+    args: TrainArgs,
+    tokenizer: Any,
+    episodes: int,
+    teacher: str = "random",
+    field: int | None = None,
 ) -> list[Example]:
     """Every turn of the trained agents in ``episodes`` episodes played by the ``teacher``
     baseline (teammates by theirs), as examples whose prompt is the agent's chat so far,
-    rendered as the agent loop renders it."""
+    rendered as the agent loop renders it and cut on the left to ``args.prompt_length``, or to
+    the model's receptive ``field`` when shorter (the same logits, fewer tokens). Turns with a
+    single valid action are left out under ``forced_moves="auto"``: the trainer plays them
+    without the model."""
     from teamgym.envs import make
     from teamgym.envs.baselines import make_baseline
 
@@ -60,6 +70,10 @@ def warmup_examples(
     for baseline in (policy, *mates.values()):
         if hasattr(baseline, "bind"):
             baseline.bind(env)
+    forced = args.forced_moves == "auto"  # turns the trainer plays without the model
+    context = args.prompt_length
+    if field is not None:
+        context = min(context, field)
     examples: list[Example] = []
     for k in range(episodes):
         obs, infos = env.reset(seed=k)
@@ -74,7 +88,8 @@ def warmup_examples(
                     continue
                 replies[a] = policy.act(a, obs[a], infos[a])
                 chats[a].append({"role": "user", "content": obs[a]})
-                examples.append(_example(tokenizer, chats[a], replies[a], args.prompt_length))
+                if not (forced and len(infos[a].get("valid_actions", ())) == 1):
+                    examples.append(_example(tokenizer, chats[a], replies[a], context))
                 chats[a].append({"role": "assistant", "content": replies[a]})
             obs, _, _, _, new = env.step(replies)
             infos.update(new)
@@ -104,14 +119,15 @@ def format_warmup(
     torch.manual_seed(args.seed)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForCausalLM.from_pretrained(args.model)
-    examples = warmup_examples(args, tokenizer, max(64, steps * batch_size // 8), teacher)
+    field = receptive_field(model.config)
+    examples = warmup_examples(args, tokenizer, max(64, steps * batch_size // 8), teacher, field)
     optim = torch.optim.AdamW(model.parameters(), lr=lr)
     rng = np.random.default_rng(args.seed)
     model.train()
     losses = []
     for _ in range(steps):
         pick = [examples[int(i)] for i in rng.integers(len(examples), size=batch_size)]
-        loss = model(**_padded_batch(pick, tokenizer.pad_token_id)).loss
+        loss = model(**_padded_batch(pick, tokenizer.pad_token_id), use_cache=False).loss
         optim.zero_grad()
         loss.backward()
         optim.step()

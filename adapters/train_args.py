@@ -40,6 +40,8 @@ class TrainArgs:
     """Sampling temperature of training rollouts (evaluation is greedy)."""
     sharing_weight: float = DEFAULT_SHARING_WEIGHT
     """RewardSharing weight (mixed mode)."""
+    adv_estimator: Literal["grpo", "team_grpo"] = "grpo"
+    """GRPO groups: ``grpo`` one per (seed, agent), ``team_grpo`` one per seed (all agents)."""
     kl_coef: float = 0.01
     """Weight of the KL-to-reference loss (VERL's low_var_kl)."""
     kl_target: float = 0.02

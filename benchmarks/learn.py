@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -18,7 +19,18 @@ from typing import Any
 
 from teamgym.adapters.train_args import TrainArgs
 
-__all__ = ["STAGES", "Stage", "run_stage", "summarize", "two_proportion_z"]
+__all__ = [
+    "ALL_STAGES",
+    "STAGES",
+    "Stage",
+    "build_stage_model",
+    "markdown_table",
+    "run_all",
+    "run_stage",
+    "summarize",
+    "summary_rows",
+    "two_proportion_z",
+]
 
 
 @dataclass(frozen=True)
@@ -58,21 +70,41 @@ BENCHMARK = TrainArgs(
     eval_episodes=128,
 )
 
+#: signal-v0 reduced to the listener's copy rule: one round, the message names the target.
+SIGNAL_NAMES = {
+    "num_rounds": 1,
+    "speaker": "fixed",
+    "num_candidates": 2,
+    "num_attributes": 1,
+    "pick_by": "name",
+}
+#: The listener learns, the speaker is scripted. At lr 1e-3 the first update blew the policy up
+#: (KL to the reference 1.35 after one step, success 0); 5e-4 did not, but had not left the
+#: warm-up in 20 steps. A warm-up of 300 steps (only turns with a choice, see ``warmup_examples``)
+#: already picks only listed objects (held-out 0.51), and 20 GRPO steps then left it at 0.50;
+#: 150 steps see as many picks as the 300 of the earlier warm-up, which also trained the waits.
+LISTENER = replace(
+    BENCHMARK,
+    env_kwargs=SIGNAL_NAMES,
+    teammates={"robot_0": "expert"},
+    steps=100,
+    warmup_steps=150,
+)
+
 STAGES: dict[str, Stage] = {
     "listener": Stage(
         description="signal-v0, the speaker played by the scripted expert, the listener learns "
         "to pick the object the message names (2 candidates, chance 0.5)",
+        settings=LISTENER,
+        model=LEARNER,
+        target=0.9,
+    ),
+    "guard": Stage(
+        description="the listener stage at a learning rate that blows up (1e-3): KL passes its "
+        "limit, the guard restores the last stable checkpoint and halves the rate, the run "
+        "recovers",
         settings=replace(
-            BENCHMARK,
-            env_kwargs={
-                "num_rounds": 1,
-                "speaker": "fixed",
-                "num_candidates": 2,
-                "num_attributes": 1,
-                "pick_by": "name",
-            },
-            teammates={"robot_0": "expert"},
-            steps=100,
+            LISTENER, lr=1e-3, kl_limit=0.2, guard_patience=2, steps=20, warmup_steps=100
         ),
         model=LEARNER,
         target=0.9,
@@ -82,13 +114,7 @@ STAGES: dict[str, Stage] = {
         "the speaker must describe the target, the listener pick it (3 candidates, chance 1/3)",
         settings=replace(
             BENCHMARK,
-            env_kwargs={
-                "num_rounds": 1,
-                "speaker": "fixed",
-                "num_candidates": 3,
-                "num_attributes": 1,
-                "pick_by": "name",
-            },
+            env_kwargs={**SIGNAL_NAMES, "num_candidates": 3},
             steps=100,
             kl_coef=0.05,
             max_reply_tokens=16,
@@ -132,7 +158,36 @@ def summarize(run_dir: str | Path, target: float, build_seconds: float = 0.0) ->
             build_seconds + float(warmup.get("seconds", 0.0)) + sum(h["seconds"] for h in history),
             1,
         ),
+        # CPU time of warm-up and updates over all threads (~ cores x wall on an idle machine):
+        # wall seconds on a shared machine overstate the cost, CPU seconds much less so
+        "cpu_seconds": round(
+            float(warmup.get("cpu_seconds", 0.0)) + sum(h.get("cpu_seconds", 0.0) for h in history),
+            1,
+        ),
     }
+
+
+def machine() -> dict[str, Any]:
+    """CPU count and load averages (1, 5, 15 min) as a run ends: on a shared machine the
+    seconds depend on them."""
+    return {"cpus": os.cpu_count(), "load_average": [round(x, 2) for x in os.getloadavg()]}
+
+
+def build_stage_model(run: Path, model: dict[str, Any], seed: int) -> tuple[Path, float]:
+    """``run/model``, built once from ``LocalModelConfig(seed=seed, **model)``, and the seconds
+    its build took (recorded in ``run/model_build.json``)."""
+    from teamgym.adapters.local_model import LocalModelConfig, build_local_model
+
+    model_dir = run / "model"
+    if not (model_dir / "config.json").exists():
+        start = time.perf_counter()
+        build_local_model(model_dir, LocalModelConfig(seed=seed, **model))
+        seconds = time.perf_counter() - start
+        (run / "model_build.json").write_text(json.dumps({"seconds": seconds}) + "\n")
+        return model_dir, seconds
+    if (run / "model_build.json").exists():
+        return model_dir, json.loads((run / "model_build.json").read_text())["seconds"]
+    return model_dir, 0.0
 
 
 def run_stage(
@@ -144,21 +199,13 @@ def run_stage(
 ) -> dict[str, Any]:
     """Build the stage's model (once), train, write ``summary.json`` in ``out``; returns it."""
     from teamgym.adapters.cpu_trainer import train
-    from teamgym.adapters.local_model import LocalModelConfig, build_local_model
 
     if name not in STAGES:
         raise ValueError(f"unknown learning stage {name!r}; choose one of {', '.join(STAGES)}")
     stage = STAGES[name]
     run = Path(out)
-    model_dir, run_dir = run / "model", run / "run"
-    build_seconds = 0.0
-    if not (model_dir / "config.json").exists():
-        start = time.perf_counter()
-        build_local_model(model_dir, LocalModelConfig(seed=seed, **stage.model))
-        build_seconds = time.perf_counter() - start
-        (run / "model_build.json").write_text(json.dumps({"seconds": build_seconds}) + "\n")
-    elif (run / "model_build.json").exists():
-        build_seconds = json.loads((run / "model_build.json").read_text())["seconds"]
+    model_dir, build_seconds = build_stage_model(run, stage.model, seed)
+    run_dir = run / "run"
     args = replace(
         stage.settings,
         model=str(model_dir),
@@ -174,6 +221,86 @@ def run_stage(
         "settings": asdict(replace(stage, settings=args)),
         "seed": seed,
         **summarize(run_dir, stage.target, build_seconds),
+        "machine": machine(),
     }
     (run / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+#: The stages ``teamgym learn-bench all`` runs, in order (``team`` runs alone: about 45 minutes
+#: on 2 cores, and it does not reach its target yet).
+ALL_STAGES = ("listener", "guard", "sharing")
+
+
+def run_all(out: str | Path, seed: int = 0, progress: bool = True) -> list[dict[str, Any]]:
+    """Every stage of :data:`ALL_STAGES` under ``out/STAGE`` (``sharing`` on seeds ``seed``,
+    ``seed + 1``, ``seed + 2``); writes ``out/summary.json`` and ``out/summary.md`` (one table)
+    and returns the rows."""
+    from teamgym.benchmarks.learn_sharing import run_sharing
+
+    root = Path(out)
+    root.mkdir(parents=True, exist_ok=True)
+    summaries: list[dict[str, Any]] = []
+    for name in ALL_STAGES:
+        if name == "sharing":
+            seeds = (seed, seed + 1, seed + 2)
+            summaries.append(run_sharing(root / name, seeds=seeds, progress=progress))
+        else:
+            summaries.append(run_stage(name, root / name, seed=seed, progress=progress))
+    rows = summary_rows(summaries)
+    (root / "summary.json").write_text(json.dumps(rows, indent=2) + "\n")
+    (root / "summary.md").write_text(markdown_table(rows))
+    return rows
+
+
+def summary_rows(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per single-run stage and per sharing run: what was measured held-out, and the
+    training time (model build, warm-up and updates; evaluations excluded)."""
+    rows: list[dict[str, Any]] = []
+    for s in summaries:
+        if s["stage"] != "sharing":
+            reached = s["reached_target"]
+            rows.append(
+                {
+                    "stage": s["stage"],
+                    "seed": s["seed"],
+                    "measure": "held-out success",
+                    "start": s["warmup_success"],
+                    "end": s["final_success"],
+                    "target": s["target"],
+                    "reached": f"step {reached['step']}, {reached['train_seconds']:.0f} s"
+                    if reached
+                    else "no",
+                    "train_seconds": s["train_seconds"],
+                }
+            )
+            continue
+        start = next((r for r in s["table"] if r["run"] == "warm-up"), None)
+        for r in s["table"]:
+            if r["run"] == "warm-up":
+                continue
+            rows.append(
+                {
+                    "stage": f"sharing {r['run']}",
+                    "seed": ",".join(str(x) for x in s["seeds"]),
+                    "measure": "P(contribute)",
+                    "start": start["p_contribute"] if start else None,
+                    "end": r["p_contribute"],
+                    "target": None,
+                    "reached": f"team return {r['team_return']:.2f}",
+                    "train_seconds": r["train_seconds"],
+                }
+            )
+    return rows
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    """The rows of :func:`summary_rows` as one Markdown table."""
+
+    def fmt(value: Any) -> str:
+        return "-" if value is None else f"{value:.2f}" if isinstance(value, float) else str(value)
+
+    head = "| stage | seed | measure | start | end | target | reached | training s |\n"
+    head += "| --- | --- | --- | --- | --- | --- | --- | --- |\n"
+    keys = ("stage", "seed", "measure", "start", "end", "target", "reached", "train_seconds")
+    return head + "".join("| " + " | ".join(fmt(r[k]) for k in keys) + " |\n" for r in rows)

@@ -1,4 +1,5 @@
-"""``teamgym learn-bench STAGE``: build a local model, warm up, GRPO to the stage's target."""
+"""``teamgym learn-bench STAGE``: build a local model, warm up, GRPO to the stage's target;
+``sharing`` trains one model per reward-sharing weight, ``all`` runs the stages in turn."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from rich.console import Console
 
 from teamgym.benchmarks.commands.common import positive_int
 from teamgym.benchmarks.commands.tables import learn_table
-from teamgym.benchmarks.learn import STAGES
+from teamgym.benchmarks.learn import ALL_STAGES, STAGES
 
 NAME = "learn-bench"
+SHARING = "sharing"
+ALL = "all"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -18,7 +21,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         NAME, help="learning benchmark: build a local model, warm up, GRPO to a target"
     )
-    p.add_argument("stage", choices=list(STAGES), help="which benchmark")
+    p.add_argument(
+        "stage",
+        choices=[*STAGES, SHARING, ALL],
+        help=f"which benchmark ({ALL}: {', '.join(ALL_STAGES)} in turn)",
+    )
     p.add_argument(
         "--out", default=None, metavar="DIR", help="run directory (default: runs/learn-STAGE)"
     )
@@ -27,20 +34,28 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         type=positive_int,
         metavar="N",
         default=None,
-        help="GRPO steps (default: the stage's)",
+        help="GRPO steps (default: the stage's; not with all)",
     )
     p.add_argument(
-        "--seed", type=int, default=0, metavar="N", help="seed of the model, the draws, the run"
+        "--seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="seed of the model, the draws, the run (sharing: the first of three)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    """Run (or resume) the stage; print its held-out success and whether it reached the target."""
+    """Run (or resume) the stage; print its held-out figures and whether it reached the target."""
+    out = args.out or f"runs/learn-{args.stage}"
+    if args.stage == ALL:
+        return _run_all(args, out, console)
+    if args.stage == SHARING:
+        return _run_sharing(args, out, console)
     from teamgym.benchmarks.learn import run_stage
 
-    out = args.out or f"runs/learn-{args.stage}"
     summary = run_stage(args.stage, out, seed=args.seed, steps=args.steps, progress=not args.quiet)
     stage = STAGES[args.stage]
     console.print(f"learn-bench {args.stage}: {stage.description}")
@@ -55,4 +70,36 @@ def run(args: argparse.Namespace, console: Console) -> int:
         f"target {stage.target:.2f}: {outcome}; total training {summary['train_seconds']:.0f} s. "
         f"Curve: {out}/run/curve.png, figures: {out}/summary.json"
     )
+    return 0
+
+
+def _run_sharing(args: argparse.Namespace, out: str, console: Console) -> int:
+    """The sharing stage on seeds SEED, SEED+1, SEED+2; print its table."""
+    from teamgym.benchmarks.learn_sharing import DESCRIPTION, run_sharing
+
+    seeds = (args.seed, args.seed + 1, args.seed + 2)
+    summary = run_sharing(out, seeds=seeds, steps=args.steps, progress=not args.quiet)
+    console.print(f"learn-bench sharing: {DESCRIPTION}")
+    for row in summary["table"]:
+        per_seed = ", ".join(f"{c:.2f}" for c in row["p_contribute_per_seed"])
+        console.print(
+            f"{row['run']:>10}: P(contribute) {row['p_contribute']:.2f} (seeds: {per_seed}); "
+            f"greedy held-out: contribution {row['contribution']:.2f}, "
+            f"team return {row['team_return']:.2f}"
+        )
+    console.print(f"Plot: {out}/sharing.png, figures: {out}/summary.json")
+    return 0
+
+
+def _run_all(args: argparse.Namespace, out: str, console: Console) -> int:
+    """Every stage of ``ALL_STAGES`` under ``out``; print the summary table."""
+    from teamgym.benchmarks.learn import run_all
+
+    if args.steps is not None:
+        console.print("learn-bench all: --steps applies to one stage; run the stage alone")
+        return 2
+    run_all(out, seed=args.seed, progress=not args.quiet)
+    console.print((f"{out}/summary.md"), highlight=False)
+    with open(f"{out}/summary.md") as f:
+        console.print(f.read(), highlight=False, markup=False)
     return 0

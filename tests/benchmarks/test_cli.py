@@ -22,7 +22,7 @@ def test_baselines_prints_a_results_table_and_writes_json(tmp_path: Path) -> Non
     out = tmp_path / "res.json"
     proc = _teamgym("baselines", "--episodes", "20", "--quiet", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
-    assert "signal-v0" in proc.stdout and "expert" in proc.stdout and "random" in proc.stdout
+    assert "signal-v1" in proc.stdout and "expert" in proc.stdout and "random" in proc.stdout
     rows = {r["baseline"]: r for r in json.loads(out.read_text())}
     assert rows["expert"]["success_rate"] == 1.0
     assert rows["random"]["success_rate"] < 0.5

@@ -12,7 +12,14 @@ import torch
 
 from teamgym.adapters.train_args import TrainArgs
 
-__all__ = ["Learner", "grpo_update", "load_learner", "receptive_field", "response_logprobs"]
+__all__ = [
+    "Learner",
+    "grpo_update",
+    "load_learner",
+    "receptive_field",
+    "response_logprobs",
+    "warmup_factor",
+]
 
 
 @dataclass
@@ -88,10 +95,27 @@ def response_logprobs(
     return logprobs, entropy
 
 
-def grpo_update(learner: Learner, out: Any, args: TrainArgs, seed: int = 0) -> dict[str, float]:
+def warmup_factor(optimizer_step: int, warmup_steps: int) -> float:
+    """The learning rate's share at an optimiser step (0-based), as VERL's constant schedule
+    with warm-up: ``step / warmup_steps`` during the warm-up (so the first step only fills
+    Adam's moments), then 1."""
+    return 1.0 if optimizer_step >= warmup_steps else optimizer_step / warmup_steps
+
+
+def grpo_update(
+    learner: Learner,
+    out: Any,
+    args: TrainArgs,
+    seed: int = 0,
+    lr: float | None = None,
+    step: int = 1,
+) -> dict[str, float]:
     """Optimiser steps on a rollout batch: GRPO advantage grouped by ``uid`` (``team_grpo``:
-    by episode seed) over the whole batch, then ``args.ppo_epochs`` passes of ``args.mini_batches`` shuffled mini-batches
-    (VERL's ppo_epochs / ppo_mini_batch_size). Returns the mean loss, kl and entropy."""
+    by episode seed) over the whole batch, then ``args.ppo_epochs`` passes of
+    ``args.mini_batches`` shuffled mini-batches (VERL's ppo_epochs / ppo_mini_batch_size), at
+    learning rate ``lr`` (default ``args.lr``) ramped by :func:`warmup_factor` over
+    ``args.lr_warmup_steps`` optimiser steps counted from GRPO step 1 (``step`` is this one).
+    Returns the mean loss, kl and entropy."""
     from verl.trainer.ppo import core_algos
 
     import teamgym.adapters.verl.advantage  # noqa: F401  (registers team_grpo)
@@ -110,9 +134,16 @@ def grpo_update(learner: Learner, out: Any, args: TrainArgs, seed: int = 0) -> d
     order_rng = torch.Generator().manual_seed(seed)
     terms: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
     learner.policy.train()
-    for _ in range(max(1, args.ppo_epochs)):
+    epochs = max(1, args.ppo_epochs)
+    optimizer_step = (step - 1) * epochs * chunks
+    for _ in range(epochs):
         order = torch.randperm(n, generator=order_rng) if chunks > 1 else torch.arange(n)
         for idx in torch.tensor_split(order, chunks):
+            for group in learner.optim.param_groups:
+                group["lr"] = (args.lr if lr is None else lr) * warmup_factor(
+                    optimizer_step, args.lr_warmup_steps
+                )
+            optimizer_step += 1
             part = out.select_idxs(idx.numpy()) if chunks > 1 else out
             old = None if old_logp is None else old_logp[idx]
             terms.append(_step(learner, part, adv[idx], old, ref_logp[idx], args))

@@ -80,7 +80,9 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
             out = asyncio.run(worker.generate_sequences(batch))
 
             # 4. VERL's algorithms: GRPO advantage, clipped policy loss, KL, entropy
-            losses = grpo_update(learner, out, args, seed=args.seed * 100_003 + step)
+            losses = grpo_update(
+                learner, out, args, seed=args.seed * 100_003 + step, lr=state.lr, step=step
+            )
 
             # 5. metrics, monitors, checkpoints
             record = step_record(args, step, out, losses, state.lr, time.perf_counter() - start)

@@ -36,7 +36,13 @@ def warm_up(args: TrainArgs, run: Path) -> str:
     if not (model_dir / "config.json").exists():
         began, cpu_began = time.perf_counter(), time.process_time()
         info: dict[str, Any] = format_warmup(
-            args, model_dir, steps=args.warmup_steps, teacher=args.warmup_policy
+            args,
+            model_dir,
+            steps=args.warmup_steps,
+            lr=args.warmup_lr,
+            teacher=args.warmup_policy,
+            episodes=args.warmup_episodes,
+            prompts=args.warmup_prompts,
         )
         info["teacher"] = args.warmup_policy
         info["seconds"] = time.perf_counter() - began
@@ -111,23 +117,28 @@ def format_warmup(
     batch_size: int = 16,
     lr: float = 1e-3,
     teacher: str = "random",
+    episodes: int = 0,
+    prompts: bool = False,
 ) -> dict[str, float]:
-    """Supervised pass on the ``teacher``'s replies (see the module docstring): ``args.model``
-    in, ``out_dir`` out; returns the first and last loss and the number of examples."""
+    """Supervised pass on the ``teacher``'s replies (see the module docstring) from
+    ``episodes`` episodes (0: ``steps * batch_size / 8``), with the prompts scored too when
+    ``prompts``: ``args.model`` in, ``out_dir`` out; returns the first and last loss and the
+    number of examples."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch.manual_seed(args.seed)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForCausalLM.from_pretrained(args.model)
     field = receptive_field(model.config)
-    examples = warmup_examples(args, tokenizer, max(64, steps * batch_size // 8), teacher, field)
+    episodes = episodes or max(64, steps * batch_size // 8)
+    examples = warmup_examples(args, tokenizer, episodes, teacher, field)
     optim = torch.optim.AdamW(model.parameters(), lr=lr)
     rng = np.random.default_rng(args.seed)
     model.train()
     losses = []
     for _ in range(steps):
         pick = [examples[int(i)] for i in rng.integers(len(examples), size=batch_size)]
-        loss = model(**_padded_batch(pick, tokenizer.pad_token_id), use_cache=False).loss
+        loss = model(**_padded_batch(pick, tokenizer.pad_token_id, prompts), use_cache=False).loss
         optim.zero_grad()
         loss.backward()
         optim.step()
@@ -142,8 +153,11 @@ def format_warmup(
     }
 
 
-def _padded_batch(pick: list[Example], pad_token_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded ids, attention mask and labels that score the replies only."""
+def _padded_batch(
+    pick: list[Example], pad_token_id: int, prompts: bool = False
+) -> dict[str, torch.Tensor]:
+    """Right-padded ids, attention mask and labels that score the replies only (``prompts``:
+    every token, as language-model pretraining would)."""
     width = max(len(ids) for ids, _ in pick)
     ids = torch.full((len(pick), width), pad_token_id)
     labels = torch.full((len(pick), width), -100)
@@ -151,5 +165,6 @@ def _padded_batch(pick: list[Example], pad_token_id: int) -> dict[str, torch.Ten
     for b, (seq, n_reply) in enumerate(pick):
         ids[b, : len(seq)] = torch.tensor(seq)
         attn[b, : len(seq)] = 1
-        labels[b, len(seq) - n_reply : len(seq)] = torch.tensor(seq[-n_reply:])
+        start = 0 if prompts else len(seq) - n_reply
+        labels[b, start : len(seq)] = torch.tensor(seq[start:])
     return {"input_ids": ids, "attention_mask": attn, "labels": labels}

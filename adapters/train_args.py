@@ -36,6 +36,10 @@ class TrainArgs:
     """Rollouts per (seed, agent): the GRPO group (VERL's rollout.n)."""
     lr: float = 3e-4
     """AdamW learning rate."""
+    lr_warmup_steps: int = 0
+    """Optimiser steps over which the learning rate ramps linearly from 0 to ``lr`` (VERL's
+    ``actor.optim.lr_warmup_steps``): Adam's first steps move every weight by about the
+    learning rate, which a small model's reply format may not survive; 0: no ramp."""
     temperature: float = 1.0
     """Sampling temperature of training rollouts (evaluation is greedy)."""
     sharing_weight: float = DEFAULT_SHARING_WEIGHT
@@ -84,3 +88,13 @@ class TrainArgs:
     warmup_policy: str = "random"
     """Teacher of the warm-up: ``random`` (format only) or a baseline such as ``expert``
     (behaviour cloning: the supervised upper bound for this model)."""
+    warmup_lr: float = 1e-3
+    """AdamW learning rate of the warm-up."""
+    warmup_episodes: int = 0
+    """Episodes the teacher plays for the warm-up's examples; 0: one per 8 examples the
+    warm-up draws (each example is seen about 8 times)."""
+    warmup_prompts: bool = False
+    """Score the prompt tokens too in the warm-up (language-model pretraining on the env's
+    text, with the teacher's replies): lines that repeat earlier ones, such as the valid
+    actions after the list of objects, build the copying a pretrained model brings, which a
+    loss on the replies alone did not build in 400 steps; it teaches no strategy."""

@@ -187,6 +187,29 @@ def test_format_warmup_teaches_the_format_not_the_strategy(model_dir, tmp_path) 
     assert (out / "warmup_model" / "config.json").exists()
 
 
+def test_warmup_scores_the_prompts_only_when_asked(model_dir, tokenizer, tmp_path) -> None:
+    """``warmup_prompts`` labels every token of an example (language-model pretraining on the
+    env's text), otherwise only the reply; ``warmup_episodes`` sets how many episodes the
+    teacher plays (one choice per episode here), and the warm-up learns from what it scores."""
+    import torch
+
+    from teamgym.adapters.cpu_warmup import _padded_batch, format_warmup, warmup_examples
+
+    args = _args(model_dir, tmp_path)
+    examples = warmup_examples(args, tokenizer, episodes=3)
+    replies = _padded_batch(examples, tokenizer.pad_token_id)
+    everything = _padded_batch(examples, tokenizer.pad_token_id, prompts=True)
+    for b, (ids, n_reply) in enumerate(examples):
+        assert int((replies["labels"][b] != -100).sum()) == n_reply
+        assert everything["labels"][b, : len(ids)].tolist() == ids
+        assert (everything["labels"][b, len(ids) :] == -100).all()  # padding is never scored
+    assert torch.equal(replies["input_ids"], everything["input_ids"])
+
+    info = format_warmup(args, tmp_path / "lm", steps=20, lr=3e-3, episodes=5, prompts=True)
+    assert info["examples"] == 5
+    assert info["last_loss"] < 0.75 * info["first_loss"], "the env's text was learned"
+
+
 @pytest.mark.parametrize("teacher", ["random", "expert"])
 def test_warmup_examples_are_the_teachers_replies_in_the_agent_loop_chat(
     model_dir, tokenizer, teacher
@@ -305,6 +328,54 @@ def test_grpo_update_raises_rewarded_replies_and_lowers_the_others(
     if mini_batches == 1:  # one step on the whole batch: the advantages balance over shared tokens
         assert change[row_adv > 0].mean() > 0, "rewarded replies did not become more likely"
         assert change[row_adv < 0].mean() < 0, "penalised replies did not become less likely"
+
+
+def test_learning_rate_ramps_from_zero_like_verl(model_dir, tmp_path) -> None:
+    """``lr_warmup_steps`` ramps the rate linearly over optimiser steps as VERL's constant
+    schedule with warm-up does: the first step fills Adam's moments and moves no weight, the
+    next moves them, and past the ramp the rate is ``lr`` (the guard's halved rate included)."""
+    import asyncio
+
+    import torch
+    from transformers import AutoTokenizer
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+    from verl.utils.config import omega_conf_to_dataclass
+
+    from teamgym.adapters.cpu_grpo import grpo_update, load_learner, warmup_factor
+    from teamgym.adapters.cpu_rollout import build_batch, compose_config
+    from teamgym.adapters.verl.server import LocalModelServer
+
+    assert [warmup_factor(k, 4) for k in range(6)] == [0.0, 0.25, 0.5, 0.75, 1.0, 1.0]
+    assert warmup_factor(0, 0) == 1.0
+
+    args = _args(model_dir, tmp_path, lr=1e-3, lr_warmup_steps=3, mini_batches=2, kl_coef=0.0)
+    cfg = compose_config(args, tmp_path)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    learner = load_learner(
+        str(model_dir), args, omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
+    )
+    worker = AgentLoopWorker(cfg, LocalModelServer(learner.policy, tokenizer, seed=0))
+    out = asyncio.run(worker.generate_sequences(build_batch(args, [0, 1, 2, 3], "train", 4)))
+    lrs: list[float] = []
+    original = learner.optim.step
+
+    def recorded(*a, **k):
+        lrs.append(learner.optim.param_groups[0]["lr"])
+        return original(*a, **k)
+
+    learner.optim.step = recorded
+    start = {k: v.clone() for k, v in learner.policy.state_dict().items()}
+    grpo_update(learner, out, args, step=1, lr=args.lr)  # optimiser steps 0 and 1 of the ramp
+    assert lrs == pytest.approx([0.0, 1e-3 / 3])
+    grpo_update(learner, out, args, step=2, lr=5e-4)  # steps 2 and 3, at a rate the guard halved
+    assert lrs[2:] == pytest.approx([5e-4 * 2 / 3, 5e-4])
+
+    learner.policy.load_state_dict(start)
+    learner.optim = torch.optim.AdamW(learner.policy.parameters(), lr=args.lr)
+    grpo_update(learner, out, replace(args, mini_batches=1), step=1)  # one step, at rate 0
+    after = learner.policy.state_dict()
+    assert all(torch.equal(start[k], after[k]) for k in start), "a step at rate 0 moved weights"
+    assert learner.optim.state, "Adam's moments were filled"
 
 
 @pytest.mark.parametrize("window", [None, 8])

@@ -84,7 +84,7 @@ SIGNAL_NAMES = {
 #: colour for ~520 steps (batch 16; batch 64 was no faster per step), the window-64 one for
 #: 300+, and GRPO had to build that copy first (the earlier runs' first 70 steps, 11 minutes).
 #: Two layers of 128 with a window of 32 dropped at ~100 steps, and each pass sees 64 tokens
-#: of prompt, so a GRPO step costs about a third; four mini-batches a step give GRPO four
+#: of prompt, so a GRPO step costs about half; four mini-batches a step give GRPO four
 #: optimiser steps per rollout batch (the drop counts optimiser steps), with the rate ramped
 #: over the first eight. README: every run that led here.
 LISTENER = replace(

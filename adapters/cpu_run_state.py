@@ -108,11 +108,13 @@ def guard(
     args: TrainArgs, state: RunState, record: dict[str, Any], learner: Learner, run: RunDir
 ) -> str | None:
     """Keep the last stable checkpoint; restore it (and halve the lr) after
-    ``args.guard_patience`` bad steps in a row. Returns what it did, if anything.
+    ``args.guard_patience`` bad steps in a row (0: never). Returns what it did, if anything.
 
     A step's KL and success measure the weights it started from (its rollouts and its
     update's first forward pass), so a good step makes the previous step's checkpoint (or the
     start, :meth:`RunDir.start_stable`) the stable one, never the weights it just produced."""
+    if args.guard_patience <= 0:
+        return None
     kl_bad = record["kl"] > args.kl_limit
     success_bad = state.best_success >= 0 and record["success"] < state.best_success - 0.3
     if not kl_bad and record["success"] >= state.best_success:

@@ -76,7 +76,8 @@ class TrainArgs:
     eval_episodes: int = 64
     """Held-out episodes per evaluation."""
     guard_patience: int = 3
-    """Consecutive bad steps before the guard restores the stable checkpoint."""
+    """Consecutive bad steps before the guard restores the stable checkpoint (0: no guard, as
+    for a learning curve: with few episodes a step, success swings with the batch's targets)."""
     seed: int = 0
     """Seeds sampling, episode draws and initialisation."""
     resume: bool = False

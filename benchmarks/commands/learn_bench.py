@@ -13,6 +13,7 @@ from teamgym.benchmarks.learn import ALL_STAGES, STAGES
 
 NAME = "learn-bench"
 SHARING = "sharing"
+TEAM = "team"
 ALL = "all"
 
 
@@ -23,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "stage",
-        choices=[*STAGES, SHARING, ALL],
+        choices=[*STAGES, SHARING, TEAM, ALL],
         help=f"which benchmark ({ALL}: {', '.join(ALL_STAGES)} in turn)",
     )
     p.add_argument(
@@ -54,6 +55,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         return _run_all(args, out, console)
     if args.stage == SHARING:
         return _run_sharing(args, out, console)
+    if args.stage == TEAM:
+        return _run_team(args, out, console)
     from teamgym.benchmarks.learn import run_stage
 
     summary = run_stage(args.stage, out, seed=args.seed, steps=args.steps, progress=not args.quiet)
@@ -88,6 +91,34 @@ def _run_sharing(args: argparse.Namespace, out: str, console: Console) -> int:
             f"team return {row['team_return']:.2f}"
         )
     console.print(f"Plot: {out}/sharing.png, figures: {out}/summary.json")
+    return 0
+
+
+def _run_team(args: argparse.Namespace, out: str, console: Console) -> int:
+    """The team curriculum (three phases); print each phase's held-out figures and the words
+    the final speaker uses for each target."""
+    from teamgym.benchmarks.learn_team import DESCRIPTION, run_team
+
+    summary = run_team(out, seed=args.seed, steps=args.steps, progress=not args.quiet)
+    console.print(f"learn-bench team: {DESCRIPTION}")
+    for phase in summary["phases"]:
+        evals = ", ".join(f"{v:.2f}" for _, v in phase["evals"])
+        console.print(f"{phase['phase']:>9}: warm-up {phase['warmup_success']}, held-out {evals}")
+    reached = summary["reached_target"]
+    outcome = (
+        f"reached at step {reached['step']} of the last phase after {reached['train_seconds']:.0f} s"
+        if reached
+        else f"not reached (final {summary['final_success']:.2f})"
+    )
+    console.print(
+        f"target {summary['target']:.2f}: {outcome}; total training "
+        f"{summary['train_seconds']:.0f} s"
+    )
+    speaker = summary["speaker"]
+    console.print(f"the speaker talks in {speaker['communication_frequency']:.0%} of episodes:")
+    for target, said in speaker["words"].items():
+        console.print(f"  {target}: " + ", ".join(f"{w!r} x{n}" for w, n in said.items()))
+    console.print(f"Plot: {out}/team.png, figures: {out}/summary.json")
     return 0
 
 

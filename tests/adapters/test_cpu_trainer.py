@@ -116,6 +116,17 @@ def test_guard_rolls_back_and_lowers_the_learning_rate(model_dir, tmp_path) -> N
     assert history[2]["kl"] == pytest.approx(0.0, abs=1e-6), history[2]["kl"]
 
 
+def test_guard_patience_zero_turns_the_guard_off(model_dir, tmp_path) -> None:
+    history = train(
+        _args(model_dir, tmp_path / "off", steps=3, kl_limit=0.0, guard_patience=0, lr=1e-3),
+        progress=False,
+    )
+    # every step is above the limit, yet nothing is restored and the rate stays
+    assert all("guard" not in h for h in history)
+    assert [h["lr"] for h in history] == [1e-3] * 3
+    assert history[2]["kl"] > 0.0
+
+
 def test_sigkill_then_resume_loses_no_finished_step(model_dir, tmp_path) -> None:
     out = tmp_path / "killed"
     cmd = _train_cmd(model_dir, out, steps=5, per_step=2, group=2, teammate="robot_0=expert")

@@ -10,6 +10,8 @@ benchmark (``teamgym learn-bench listener``) and not in CI."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytest.importorskip("verl")
@@ -50,7 +52,7 @@ def test_two_proportion_z() -> None:
 
 
 def test_unknown_stage_is_refused(tmp_path) -> None:
-    with pytest.raises(ValueError, match="choose one of listener, guard, team"):
+    with pytest.raises(ValueError, match="choose one of listener, guard"):
         run_stage("speaker", tmp_path)
 
 
@@ -88,3 +90,56 @@ def test_sharing_stage_smoke(tmp_path, monkeypatch) -> None:
     rows = summary_rows([summary])
     assert [r["stage"] for r in rows] == ["sharing w0", "sharing w1-team"]
     assert markdown_table(rows).count("\n") == 2 + len(rows)
+
+
+def test_team_curriculum_smoke(tmp_path, monkeypatch) -> None:
+    """The team stage end to end on a tiny budget: three phases, each from the last one's
+    policy, phase 2 against phase 1's policy frozen, the speaker's words in the summary."""
+    from dataclasses import replace
+
+    from teamgym.benchmarks import learn_team
+
+    monkeypatch.setattr(
+        learn_team,
+        "TEAM",
+        replace(
+            learn_team.TEAM, episodes_per_step=2, group_size=2, warmup_steps=2, eval_episodes=4
+        ),
+    )
+    monkeypatch.setattr(
+        learn_team,
+        "LISTENER_MODEL",
+        {**learn_team.LISTENER_MODEL, "hidden_size": 32, "episodes_per_env": 2},
+    )
+    monkeypatch.setattr(learn_team, "WORD_EPISODES", 6)
+    summary = learn_team.run_team(tmp_path, seed=0, progress=False, steps=1)
+    assert [p["phase"] for p in summary["phases"]] == ["listener", "speaker", "both"]
+    listener, speaker, both = (p["settings"] for p in summary["phases"])
+    assert listener["teammates"] == {"robot_0": "expert"}
+    assert speaker["teammates"] == {"robot_1": f"checkpoint:{tmp_path / 'listener' / 'policy'}"}
+    assert speaker["model"] == str(tmp_path / "listener" / "policy")
+    assert speaker["warmup_policy"] == "babbler"
+    assert both["teammates"] == {} and both["model"] == str(tmp_path / "speaker" / "policy")
+    assert summary["steps"] == 3
+    assert summary["train_seconds"] >= sum(p["train_seconds"] for p in summary["phases"])
+    words = summary["speaker"]
+    assert sum(sum(c.values()) for c in words["words"].values()) == 6
+    assert 0.0 <= words["communication_frequency"] <= 1.0
+    assert (tmp_path / "team.png").stat().st_size > 0
+    rows = summary_rows([summary])
+    assert [r["stage"] for r in rows] == ["team"]
+    # the command prints every phase and the speaker's words; a finished run only reports
+    import argparse
+    import io
+
+    from rich.console import Console
+
+    from teamgym.benchmarks.commands import learn_bench
+
+    text = io.StringIO()
+    ns = argparse.Namespace(stage="team", out=str(tmp_path), seed=0, steps=1, quiet=True)
+    assert learn_bench.run(ns, Console(file=text, width=200)) == 0
+    printed = text.getvalue()
+    for phase in ("listener", "speaker", "both", "the speaker talks in", "team.png"):
+        assert phase in printed, printed
+    assert [json.loads(x)["step"] for x in (tmp_path / "both" / "metrics.jsonl").open()] == [1]

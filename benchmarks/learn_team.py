@@ -32,6 +32,7 @@ from teamgym.benchmarks.learn import (
     machine,
     summarize,
 )
+from teamgym.names import EVAL_SEED_BASE
 
 __all__ = ["DESCRIPTION", "PHASES", "phase_args", "plot_team", "run_team", "speaker_words"]
 
@@ -83,7 +84,7 @@ def speaker_words(policy: str | Path, args: TrainArgs, episodes: int = 64) -> di
     words: dict[str, Counter[str]] = {}
     talked = 0
     for k in range(episodes):
-        obs, infos = env.reset(seed=10_000_000 + k)
+        obs, infos = env.reset(seed=EVAL_SEED_BASE + k)
         player.reset(k)
         target = _TARGET.search(obs[SPEAKER])
         replies = {a: player.act(a, obs[a], infos[a]) for a in env.agents}
@@ -110,7 +111,8 @@ def run_team(
     phases: list[dict[str, Any]] = []
     elapsed = build_seconds
     reached = None
-    for (name, _), args in zip(PHASES, phase_args(root, seed, model_dir), strict=True):
+    plan = phase_args(root, seed, model_dir)
+    for (name, _), args in zip(PHASES, plan, strict=True):
         if steps is not None:
             args = replace(args, steps=steps)
         args = replace(args, resume=(Path(args.out) / "metrics.jsonl").exists())
@@ -133,7 +135,6 @@ def run_team(
                 "communication_frequency": [h["communication_frequency"] for h in history],
             }
         )
-    last = phase_args(root, seed, model_dir)[-1]
     summary = {
         "stage": "team",
         "description": DESCRIPTION,
@@ -145,7 +146,7 @@ def run_team(
         "steps": sum(p["steps"] for p in phases),
         "reached_target": reached,
         "train_seconds": round(elapsed, 1),
-        "speaker": speaker_words(root / "both" / "policy", last, WORD_EPISODES),
+        "speaker": speaker_words(root / "both" / "policy", plan[-1], WORD_EPISODES),
         "machine": machine(),
     }
     (root / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -103,7 +103,9 @@ def _run_team(args: argparse.Namespace, out: str, console: Console) -> int:
     console.print(f"learn-bench team: {DESCRIPTION}")
     for phase in summary["phases"]:
         evals = ", ".join(f"{v:.2f}" for _, v in phase["evals"])
-        console.print(f"{phase['phase']:>9}: warm-up {phase['warmup_success']}, held-out {evals}")
+        start = phase["warmup_success"]
+        warmup = "none" if start is None else f"{start:.2f}"
+        console.print(f"{phase['phase']:>9}: warm-up {warmup}, held-out {evals}")
     reached = summary["reached_target"]
     outcome = (
         f"reached at step {reached['step']} of the last phase after {reached['train_seconds']:.0f} s"

@@ -17,7 +17,7 @@ import torch
 
 from teamgym.adapters.cpu_grpo import receptive_field
 from teamgym.adapters.cpu_rollout import evaluate_metrics
-from teamgym.adapters.train_args import TrainArgs
+from teamgym.adapters.train_args import TrainArgs, check_warmup_teachers
 
 __all__ = ["format_warmup", "warm_up", "warmup_examples"]
 
@@ -45,6 +45,8 @@ def warm_up(args: TrainArgs, run: Path) -> str:
             prompts=args.warmup_prompts,
         )
         info["teacher"] = args.warmup_policy
+        if args.warmup_teachers:
+            info["agent_teachers"] = dict(args.warmup_teachers)
         info["seconds"] = time.perf_counter() - began
         info["cpu_seconds"] = time.process_time() - cpu_began
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -62,7 +64,7 @@ def warmup_examples(
     field: int | None = None,
 ) -> list[Example]:
     """Every turn of the trained agents in ``episodes`` episodes played by the ``teacher``
-    baseline (teammates by theirs), as examples whose prompt is the agent's chat so far,
+    baseline (an agent in ``args.warmup_teachers`` by its own teacher, teammates by theirs), as examples whose prompt is the agent's chat so far,
     rendered as the agent loop renders it and cut on the left to ``args.prompt_length``, or to
     the model's receptive ``field`` when shorter (the same logits, fewer tokens). Turns with a
     single valid action are left out under ``forced_moves="auto"``: the trainer plays them
@@ -71,9 +73,11 @@ def warmup_examples(
     from teamgym.envs.baselines import make_baseline
 
     env = make(args.env, **args.env_kwargs)
-    policy = make_baseline(args.env, teacher, seed=args.seed)
+    check_warmup_teachers(args, list(env.possible_agents))
+    names = {teacher, *args.warmup_teachers.values()}
+    teachers = {n: make_baseline(args.env, n, seed=args.seed) for n in sorted(names)}
     mates = {a: make_baseline(args.env, n, seed=args.seed) for a, n in args.teammates.items()}
-    for baseline in (policy, *mates.values()):
+    for baseline in (*teachers.values(), *mates.values()):
         if hasattr(baseline, "bind"):
             baseline.bind(env)
     forced = args.forced_moves == "auto"  # turns the trainer plays without the model
@@ -83,7 +87,7 @@ def warmup_examples(
     examples: list[Example] = []
     for k in range(episodes):
         obs, infos = env.reset(seed=k)
-        for baseline in (policy, *mates.values()):
+        for baseline in (*teachers.values(), *mates.values()):
             baseline.reset(k)
         chats = {a: [{"role": "system", "content": infos[a]["instructions"]}] for a in env.agents}
         while env.agents:
@@ -92,6 +96,7 @@ def warmup_examples(
                 if a in mates:
                     replies[a] = mates[a].act(a, obs[a], infos[a])
                     continue
+                policy = teachers[args.warmup_teachers.get(a, teacher)]
                 replies[a] = policy.act(a, obs[a], infos[a])
                 chats[a].append({"role": "user", "content": obs[a]})
                 if not (forced and len(infos[a].get("valid_actions", ())) == 1):

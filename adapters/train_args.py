@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from teamgym.names import DEFAULT_SHARING_WEIGHT
 
-__all__ = ["TrainArgs"]
+__all__ = ["TrainArgs", "check_warmup_teachers"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,10 @@ class TrainArgs:
     warmup_policy: str = "random"
     """Teacher of the warm-up: ``random`` (format only) or a baseline such as ``expert``
     (behaviour cloning: the supervised upper bound for this model)."""
+    warmup_teachers: dict[str, str] = field(default_factory=dict)
+    """Per-agent teachers of the warm-up (``{"robot_1": "checkpoint:DIR"}``), overriding
+    ``warmup_policy`` for those agents: a curriculum warms one role's format while another
+    role replays its own policy, so a shared model keeps what that role learned."""
     warmup_lr: float = 1e-3
     """AdamW learning rate of the warm-up."""
     warmup_episodes: int = 0
@@ -100,3 +104,16 @@ class TrainArgs:
     actions after the list of objects, train copying, which a loss on the replies alone did
     not in 675 steps; it teaches no strategy. It built the listener's copy in one warm-up
     of four (README, listener stage)."""
+
+
+def check_warmup_teachers(args: TrainArgs, agents: list[str]) -> None:
+    """Refuse ``warmup_teachers`` for an agent the env lacks or a teammate plays (its turns are
+    never warm-up examples), so a typo does not silently warm up the default teacher."""
+    for agent in args.warmup_teachers:
+        if agent not in agents:
+            raise ValueError(f"warm-up teacher for {agent!r}: the env's agents are {agents}")
+        if agent in args.teammates:
+            raise ValueError(
+                f"warm-up teacher for {agent!r}: {args.teammates[agent]!r} plays it as a "
+                "teammate, so it is not trained; drop one of the two"
+            )

@@ -3,9 +3,13 @@
     python scripts/plot_learn_seeds.py docs/learn-listener-fast.png \\
         runs/learn-listener-s0 runs/learn-listener-s1 runs/learn-listener-s2
 
-Each directory is a ``teamgym learn-bench STAGE --out DIR`` run. The x axis counts what
-``summary.json`` counts as training time (model build, warm-up, update steps; evaluations
-excluded), so the 5-minute line reads off directly.
+    python scripts/plot_learn_seeds.py docs/learn-team-seeds.png \
+        runs/learn-team-s0 runs/learn-team-s1 runs/learn-team-s2
+
+Each directory is a ``teamgym learn-bench STAGE --out DIR`` run; a ``team`` run's phases
+(``listener/``, then ``both/``) are drawn one after the other, a gray line where the second
+starts. The x axis counts what ``summary.json`` counts as training time (model build,
+warm-up, update steps; evaluations excluded), so a time budget reads off directly.
 """
 
 from __future__ import annotations
@@ -20,20 +24,39 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 
-def curve(run: Path) -> tuple[list[float], list[float], list[int], list[float]]:
-    """Training seconds and held-out success at each evaluation (the warm-up's first), and KL
-    per GRPO step."""
-    warmup = json.loads((run / "run" / "warmup.json").read_text())
+def phase_dirs(run: Path) -> list[Path]:
+    """The run's GRPO directories in order: ``run/`` of a single-run stage, or the team
+    stage's phases."""
+    return [run / "run"] if (run / "run").is_dir() else [run / "listener", run / "both"]
+
+
+def curve(run: Path) -> tuple[list[float], list[float], list[int], list[float], list[float]]:
+    """Training seconds and held-out success at each evaluation (each phase's warm-up first),
+    KL per GRPO step (steps counted over the phases), and the seconds each later phase starts."""
     build = run / "model_build.json"
-    t = (json.loads(build.read_text())["seconds"] if build.exists() else 0.0) + warmup["seconds"]
-    xs, ys = [t], [warmup["eval_success"]]
-    history = [json.loads(x) for x in (run / "run" / "metrics.jsonl").read_text().splitlines()]
-    for h in history:
-        t += h["seconds"]
-        if "eval_success" in h:
-            xs.append(t)
-            ys.append(h["eval_success"])
-    return xs, ys, [h["step"] for h in history], [h["kl"] for h in history]
+    t = json.loads(build.read_text())["seconds"] if build.exists() else 0.0
+    xs: list[float] = []
+    ys: list[float] = []
+    steps: list[int] = []
+    kl: list[float] = []
+    starts: list[float] = []
+    for k, phase in enumerate(phase_dirs(run)):
+        if k:
+            starts.append(t)
+        warmup = json.loads((phase / "warmup.json").read_text())
+        t += warmup["seconds"]
+        xs.append(t)
+        ys.append(warmup["eval_success"])
+        history = [json.loads(x) for x in (phase / "metrics.jsonl").read_text().splitlines()]
+        offset = len(steps)
+        for h in history:
+            t += h["seconds"]
+            if "eval_success" in h:
+                xs.append(t)
+                ys.append(h["eval_success"])
+            steps.append(offset + h["step"])
+            kl.append(h["kl"])
+    return xs, ys, steps, kl, starts
 
 
 def main(out: str, runs: list[str]) -> None:
@@ -42,11 +65,14 @@ def main(out: str, runs: list[str]) -> None:
     summary: dict = {}
     for d in runs:
         summary = json.loads((Path(d) / "summary.json").read_text())
-        xs, ys, steps, kl = curve(Path(d))
+        xs, ys, steps, kl, starts = curve(Path(d))
         (line,) = ax1.plot(xs, ys, "o-", label=f"seed {summary['seed']}")
         ax2.plot(steps, kl, color=line.get_color(), label=f"seed {summary['seed']}")
+        for x in starts:
+            ax1.axvline(x, color=line.get_color(), lw=0.6, alpha=0.6)
     ax1.axhline(summary.get("target", 0.9), color="gray", ls=":", label="target")
-    ax1.axvline(300, color="black", ls="--", label="5 minutes")
+    if summary.get("stage") != "team":  # the team stage's budget (30 minutes) is off this scale
+        ax1.axvline(300, color="black", ls="--", label="5 minutes")
     ax1.set_xlabel("training seconds (build + warm-up + GRPO; evaluations excluded)")
     ax1.set_ylabel("held-out greedy success")
     ax1.set_ylim(0, 1.02)

@@ -14,16 +14,19 @@ __all__ = [
     "CommandError",
     "add_env_arg",
     "add_teammate_arg",
+    "add_warmup_teacher_arg",
     "bad_input",
     "check_baselines",
     "check_env",
     "check_envs",
     "check_teammates",
+    "check_warmup_teachers",
     "env_kwargs",
     "non_negative_int",
     "parse_pairs",
     "positive_int",
     "teammates",
+    "warmup_teachers",
 ]
 
 
@@ -110,7 +113,29 @@ def add_teammate_arg(parser: argparse.ArgumentParser) -> None:
 
 def teammates(args: argparse.Namespace) -> dict[str, str]:
     """``--teammate`` pairs; checkpoint paths made absolute (rows may be read elsewhere)."""
-    out = parse_pairs(args.teammate, "--teammate", metavar="AGENT=BASELINE")
+    return _agent_baselines(args.teammate, "--teammate")
+
+
+def add_warmup_teacher_arg(parser: argparse.ArgumentParser) -> None:
+    """``--warmup-teacher AGENT=BASELINE`` (repeatable), read by :func:`warmup_teachers`."""
+    parser.add_argument(
+        "--warmup-teacher",
+        action="append",
+        default=[],
+        metavar="AGENT=BASELINE",
+        help="the warm-up teacher of one agent, instead of --warmup-policy (repeatable): "
+        f"robot_0=babbler, or robot_1={CHECKPOINT_PREFIX}DIR to replay a model's own replies",
+    )
+
+
+def warmup_teachers(args: argparse.Namespace) -> dict[str, str]:
+    """``--warmup-teacher`` pairs; checkpoint paths made absolute, as for ``--teammate``."""
+    return _agent_baselines(args.warmup_teacher, "--warmup-teacher")
+
+
+def _agent_baselines(items: Sequence[str], flag: str) -> dict[str, str]:
+    """``AGENT=BASELINE`` pairs of ``flag``, checkpoint paths made absolute."""
+    out = parse_pairs(items, flag, metavar="AGENT=BASELINE")
     for agent, name in out.items():
         if name.startswith(CHECKPOINT_PREFIX):
             path = Path(name.removeprefix(CHECKPOINT_PREFIX)).resolve()
@@ -164,6 +189,17 @@ def check_teammates(env_id: str, kwargs: Mapping[str, Any], names: Mapping[str, 
 
     with bad_input(ValueError):
         episode_rows(env_id, dict(kwargs), [0], "check", teammates=dict(names))
+
+
+def check_warmup_teachers(settings: Any) -> None:
+    """Refuse ``--warmup-teacher`` for an agent the env lacks or a ``--teammate`` plays."""
+    from teamgym.adapters.train_args import check_warmup_teachers as check
+    from teamgym.envs import make
+
+    env = make(settings.env, **settings.env_kwargs)
+    with bad_input(ValueError):
+        check(settings, list(env.possible_agents))
+    env.close()
 
 
 def check_baselines(env_id: str, names: Iterable[str]) -> None:

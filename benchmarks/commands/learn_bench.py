@@ -95,8 +95,8 @@ def _run_sharing(args: argparse.Namespace, out: str, console: Console) -> int:
 
 
 def _run_team(args: argparse.Namespace, out: str, console: Console) -> int:
-    """The team curriculum (three phases); print each phase's held-out figures and the words
-    the final speaker uses for each target."""
+    """The team curriculum (two phases); print each phase's held-out figures and the messages
+    the final speaker sends for each target."""
     from teamgym.benchmarks.learn_team import DESCRIPTION, run_team
 
     summary = run_team(out, seed=args.seed, steps=args.steps, progress=not args.quiet)
@@ -117,7 +117,10 @@ def _run_team(args: argparse.Namespace, out: str, console: Console) -> int:
         f"{summary['train_seconds']:.0f} s"
     )
     speaker = summary["speaker"]
-    console.print(f"the speaker talks in {speaker['communication_frequency']:.0%} of episodes:")
+    console.print(
+        f"the speaker's message reaches the listener in "
+        f"{speaker['communication_frequency']:.0%} of held-out episodes; its messages:"
+    )
     for target, said in speaker["words"].items():
         console.print(f"  {target}: " + ", ".join(f"{w!r} x{n}" for w, n in said.items()))
     console.print(f"Plot: {out}/team.png, figures: {out}/summary.json")

@@ -1,7 +1,8 @@
 """``teamgym train``: shared-reward GRPO on CPU with a local model (VERL's algorithms).
 
 The flags are :class:`~teamgym.adapters.train_args.TrainArgs`' fields, generated with their
-docstrings as help; ``--env-arg`` and ``--teammate`` fill ``env_kwargs`` and ``teammates``.
+docstrings as help; ``--env-arg``, ``--teammate`` and ``--warmup-teacher`` fill ``env_kwargs``,
+``teammates`` and ``warmup_teachers``.
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ from teamgym.adapters.train_args import TrainArgs
 from teamgym.benchmarks.commands.common import (
     add_env_arg,
     add_teammate_arg,
+    add_warmup_teacher_arg,
     bad_input,
     check_baselines,
     check_env,
     check_teammates,
+    check_warmup_teachers,
     env_kwargs,
     teammates,
+    warmup_teachers,
 )
 from teamgym.benchmarks.commands.dataclass_args import (
     Custom,
@@ -34,6 +38,7 @@ NAME = "train"
 CUSTOM = {
     "env_kwargs": Custom(add_env_arg, env_kwargs),
     "teammates": Custom(add_teammate_arg, teammates),
+    "warmup_teachers": Custom(add_warmup_teacher_arg, warmup_teachers),
 }
 
 
@@ -52,8 +57,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     settings: TrainArgs = dataclass_from_args(TrainArgs, args, CUSTOM)
     check_env(settings.env, settings.env_kwargs)
     check_teammates(settings.env, settings.env_kwargs, settings.teammates)
-    teachers = [settings.warmup_policy] if settings.warmup_steps > 0 else []
+    teachers = [settings.warmup_policy, *settings.warmup_teachers.values()]
+    teachers = teachers if settings.warmup_steps > 0 else []
     check_baselines(settings.env, [*settings.teammates.values(), *teachers])
+    check_warmup_teachers(settings)
     from teamgym.adapters.cpu_trainer import train  # torch: only once the input is known good
     from teamgym.adapters.verl.dataset import PromptTooLongError
 

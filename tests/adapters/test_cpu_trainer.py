@@ -270,6 +270,31 @@ def test_warmup_examples_are_the_teachers_replies_in_the_agent_loop_chat(
         assert right < 6 * 2
 
 
+def test_warmup_teachers_play_their_agents_and_the_teacher_the_others(model_dir, tokenizer) -> None:
+    """With both agents trained, ``warmup_teachers`` gives the listener its own teacher (here
+    the expert, which follows the message) while ``warmup_policy`` (the babbler) speaks: every
+    listener example picks exactly what the babbler's example before it said."""
+    import re
+
+    from teamgym.adapters.cpu_warmup import warmup_examples
+
+    args = _args(
+        model_dir,
+        model_dir,
+        env_kwargs={**SMALL, "pick_by": "name", "num_attributes": 1},
+        teammates={},
+        warmup_teachers={"robot_1": "expert"},
+    )
+    examples = warmup_examples(args, tokenizer, episodes=8, teacher="babbler")
+    replies = [tokenizer.decode(ids[-n:-1]) for ids, n in examples]
+    assert len(replies) == 8 * 2  # the speaker's say, then the listener's pick
+    said = [re.fullmatch(r"<say>(.+)</say><action>say</action>", r) for r in replies[0::2]]
+    assert all(said), replies[0::2]
+    assert replies[1::2] == [f"<action>pick {m.group(1)}</action>" for m in said if m]
+    babbled = {m.group(1) for m in said if m}
+    assert len(babbled) > 1, "the babbler names more than one object"
+
+
 @pytest.mark.parametrize(("epochs", "mini_batches"), [(1, 1), (2, 3)])
 def test_grpo_update_raises_rewarded_replies_and_lowers_the_others(
     model_dir, tmp_path, epochs, mini_batches

@@ -105,14 +105,23 @@ def test_train_flags_are_the_train_args_fields() -> None:
     got = parsed(
         *("--env-arg", "num_rounds=1", "--teammate", "robot_0=expert", "--kl-limit", "10"),
         *("--forced-moves", "model", "--resume", "--metrics-port", "9", "--prompt-length", "64"),
+        *("--warmup-teacher", "robot_0=babbler"),
     )
     assert dataclasses.replace(
-        got, env_kwargs={}, teammates={}, kl_limit=0.2, forced_moves="auto", resume=False
+        got,
+        env_kwargs={},
+        teammates={},
+        warmup_teachers={},
+        kl_limit=0.2,
+        forced_moves="auto",
+        resume=False,
     ) == TrainArgs(model="m", out="o", metrics_port=9, prompt_length=64)
     assert got.env_kwargs == {"num_rounds": 1} and got.teammates == {"robot_0": "expert"}
+    assert got.warmup_teachers == {"robot_0": "babbler"}
     train_flags = {a.dest for a in parser._subparsers._group_actions[0].choices["train"]._actions}
-    fields = {f.name for f in dataclasses.fields(TrainArgs)} - {"env_kwargs", "teammates"}
-    assert fields | {"env_arg", "teammate", "quiet", "help"} == train_flags
+    custom = {"env_kwargs", "teammates", "warmup_teachers"}
+    fields = {f.name for f in dataclasses.fields(TrainArgs)} - custom
+    assert fields | {"env_arg", "teammate", "warmup_teacher", "quiet", "help"} == train_flags
 
 
 def test_bad_input_is_an_error_line_and_a_bug_a_traceback(monkeypatch, capsys) -> None:

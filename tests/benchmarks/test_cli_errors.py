@@ -112,6 +112,32 @@ def test_malformed_pairs_are_usage_errors(argv: list[str], capsys) -> None:
     ), out
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--warmup-teacher", "robot_9=babbler"],
+            "warm-up teacher for 'robot_9': the env's agents",
+        ),
+        (
+            ["--teammate", "robot_0=expert", "--warmup-teacher", "robot_0=babbler"],
+            "warm-up teacher for 'robot_0': 'expert' plays it as a teammate",
+        ),
+        (["--warmup-teacher", "robot_1=no_such_baseline"], "no_such_baseline"),
+    ],
+    ids=["unknown-agent", "teammate", "unknown-teacher"],
+)
+def test_a_warmup_teacher_the_run_cannot_use_is_a_usage_error(
+    flags: list[str], message: str, capsys, tmp_path
+) -> None:
+    """A ``--warmup-teacher`` for an agent the env lacks, one a teammate plays, or a teacher
+    that does not exist is refused before any model loads, and nothing is written."""
+    argv = ["train", "--model", str(tmp_path / "m"), "--out", str(tmp_path / "o"), *flags]
+    assert cli.main(argv) == 2
+    assert message in _one_line(capsys.readouterr().out)
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_delivered_message_is_never_nothing_happened() -> None:
     """The README's first steps: the listener's next observation says a message arrived."""
     env = make("signal-v1", num_agents=3)

@@ -93,19 +93,16 @@ def test_sharing_stage_smoke(tmp_path, monkeypatch) -> None:
 
 
 def test_team_curriculum_smoke(tmp_path, monkeypatch) -> None:
-    """The team stage end to end on a tiny budget: three phases, each from the last one's
-    policy, phase 2 against phase 1's policy frozen, the speaker's words in the summary."""
+    """The team stage end to end on a tiny budget: two phases, the second from the first one's
+    policy, its warm-up replaying that policy as the listener, the speaker's words in the
+    summary."""
     from dataclasses import replace
 
     from teamgym.benchmarks import learn_team
 
-    monkeypatch.setattr(
-        learn_team,
-        "TEAM",
-        replace(
-            learn_team.TEAM, episodes_per_step=2, group_size=2, warmup_steps=2, eval_episodes=4
-        ),
-    )
+    tiny = {"episodes_per_step": 2, "group_size": 2, "warmup_steps": 2, "eval_episodes": 4}
+    monkeypatch.setattr(learn_team, "FIRST", replace(learn_team.FIRST, **tiny))
+    monkeypatch.setattr(learn_team, "TEAM", replace(learn_team.TEAM, **tiny))
     monkeypatch.setattr(
         learn_team,
         "LISTENER_MODEL",
@@ -113,14 +110,18 @@ def test_team_curriculum_smoke(tmp_path, monkeypatch) -> None:
     )
     monkeypatch.setattr(learn_team, "WORD_EPISODES", 6)
     summary = learn_team.run_team(tmp_path, seed=0, progress=False, steps=1)
-    assert [p["phase"] for p in summary["phases"]] == ["listener", "speaker", "both"]
-    listener, speaker, both = (p["settings"] for p in summary["phases"])
+    assert [p["phase"] for p in summary["phases"]] == ["listener", "both"]
+    listener, both = (p["settings"] for p in summary["phases"])
+    policy = tmp_path / "listener" / "policy"
     assert listener["teammates"] == {"robot_0": "expert"}
-    assert speaker["teammates"] == {"robot_1": f"checkpoint:{tmp_path / 'listener' / 'policy'}"}
-    assert speaker["model"] == str(tmp_path / "listener" / "policy")
-    assert speaker["warmup_policy"] == "babbler"
-    assert both["teammates"] == {} and both["model"] == str(tmp_path / "speaker" / "policy")
-    assert summary["steps"] == 3
+    assert listener["env_kwargs"]["num_candidates"] == 2
+    assert both["teammates"] == {} and both["model"] == str(policy)
+    assert both["env_kwargs"]["num_candidates"] == 3
+    assert both["warmup_policy"] == "babbler"
+    assert both["warmup_teachers"] == {"robot_1": f"checkpoint:{policy}"}
+    warmup = json.loads((tmp_path / "both" / "warmup.json").read_text())
+    assert (warmup["teacher"], warmup["agent_teachers"]) == ("babbler", both["warmup_teachers"])
+    assert summary["steps"] == 2
     assert summary["train_seconds"] >= sum(p["train_seconds"] for p in summary["phases"])
     words = summary["speaker"]
     assert sum(sum(c.values()) for c in words["words"].values()) == 6
@@ -140,6 +141,6 @@ def test_team_curriculum_smoke(tmp_path, monkeypatch) -> None:
     ns = argparse.Namespace(stage="team", out=str(tmp_path), seed=0, steps=1, quiet=True)
     assert learn_bench.run(ns, Console(file=text, width=200)) == 0
     printed = text.getvalue()
-    for phase in ("listener", "speaker", "both", "the speaker talks in", "team.png"):
+    for phase in ("listener", "both", "the speaker's message reaches", "team.png"):
         assert phase in printed, printed
     assert [json.loads(x)["step"] for x in (tmp_path / "both" / "metrics.jsonl").open()] == [1]

@@ -64,7 +64,9 @@ def warmup_examples(
     field: int | None = None,
 ) -> list[Example]:
     """Every turn of the trained agents in ``episodes`` episodes played by the ``teacher``
-    baseline (an agent in ``args.warmup_teachers`` by its own teacher, teammates by theirs), as examples whose prompt is the agent's chat so far,
+    baseline (an agent in ``args.warmup_teachers`` by its own teacher, teammates by theirs;
+    a ``checkpoint:`` teacher's replies are its greedy ones as a teammate's, not cut at
+    ``args.stop``), as examples whose prompt is the agent's chat so far,
     rendered as the agent loop renders it and cut on the left to ``args.prompt_length``, or to
     the model's receptive ``field`` when shorter (the same logits, fewer tokens). Turns with a
     single valid action are left out under ``forced_moves="auto"``: the trainer plays them

@@ -3,13 +3,14 @@
     python scripts/plot_learn_seeds.py docs/learn-listener-fast.png \\
         runs/learn-listener-s0 runs/learn-listener-s1 runs/learn-listener-s2
 
-    python scripts/plot_learn_seeds.py docs/learn-team-seeds.png \
+    python scripts/plot_learn_seeds.py docs/learn-team.png \\
         runs/learn-team-s0 runs/learn-team-s1 runs/learn-team-s2
 
 Each directory is a ``teamgym learn-bench STAGE --out DIR`` run; a ``team`` run's phases
-(``listener/``, then ``both/``) are drawn one after the other, a gray line where the second
-starts. The x axis counts what ``summary.json`` counts as training time (model build,
-warm-up, update steps; evaluations excluded), so a time budget reads off directly.
+(``listener/``, then ``both/``) are drawn one after the other, a thin line in the seed's
+colour where the second starts. The x axis counts what ``summary.json`` counts as training
+time (model build, warm-up, update steps; evaluations excluded), so a time budget reads off
+directly.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def main(out: str, runs: list[str]) -> None:
         for x in starts:
             ax1.axvline(x, color=line.get_color(), lw=0.6, alpha=0.6)
     ax1.axhline(summary.get("target", 0.9), color="gray", ls=":", label="target")
-    if summary.get("stage") != "team":  # the team stage's budget (30 minutes) is off this scale
+    if summary.get("stage") != "team":  # the listener stage's 5-minute budget
         ax1.axvline(300, color="black", ls="--", label="5 minutes")
     ax1.set_xlabel("training seconds (build + warm-up + GRPO; evaluations excluded)")
     ax1.set_ylabel("held-out greedy success")

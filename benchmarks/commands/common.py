@@ -197,9 +197,11 @@ def check_warmup_teachers(settings: Any) -> None:
     from teamgym.envs import make
 
     env = make(settings.env, **settings.env_kwargs)
-    with bad_input(ValueError):
-        check(settings, list(env.possible_agents))
-    env.close()
+    try:
+        with bad_input(ValueError):
+            check(settings, list(env.possible_agents))
+    finally:
+        env.close()
 
 
 def check_baselines(env_id: str, names: Iterable[str]) -> None:

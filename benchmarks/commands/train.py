@@ -59,8 +59,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     check_teammates(settings.env, settings.env_kwargs, settings.teammates)
     teachers = [settings.warmup_policy, *settings.warmup_teachers.values()]
     teachers = teachers if settings.warmup_steps > 0 else []
+    check_warmup_teachers(settings)  # before the baselines: a checkpoint loads a model
     check_baselines(settings.env, [*settings.teammates.values(), *teachers])
-    check_warmup_teachers(settings)
     from teamgym.adapters.cpu_trainer import train  # torch: only once the input is known good
     from teamgym.adapters.verl.dataset import PromptTooLongError
 

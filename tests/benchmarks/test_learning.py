@@ -144,3 +144,26 @@ def test_team_curriculum_smoke(tmp_path, monkeypatch) -> None:
     for phase in ("listener", "both", "the speaker's message reaches", "team.png"):
         assert phase in printed, printed
     assert [json.loads(x)["step"] for x in (tmp_path / "both" / "metrics.jsonl").open()] == [1]
+
+
+def test_speaker_words_read_what_the_listener_hears(monkeypatch) -> None:
+    """``speaker_words`` cuts each reply at the stop strings, as the trainer's rollouts end,
+    and reports the messages the listener receives: with the expert playing both agents, each
+    target maps to its own name, every message arrives and every speaker action is legal. The
+    tail after ``</action>`` would, uncut, replace the message and the action."""
+    from teamgym.adapters import checkpoint_policy
+    from teamgym.benchmarks import learn_team
+    from teamgym.envs.signal.baselines import SignalExpert
+
+    class Scripted(SignalExpert):
+        def __init__(self, path, max_reply_tokens=32) -> None:
+            super().__init__()
+
+        def act(self, agent, observation, info) -> str:
+            return super().act(agent, observation, info) + "<say>junk</say><action>pass</action>"
+
+    monkeypatch.setattr(checkpoint_policy, "CheckpointPolicy", Scripted)
+    got = learn_team.speaker_words("unused", learn_team.TEAM, episodes=12)
+    assert got["communication_frequency"] == 1.0 and got["legal_speaker_actions"] == 1.0
+    assert sum(sum(c.values()) for c in got["words"].values()) == 12
+    assert all(said == {target: n} for target, said in got["words"].items() for n in said.values())

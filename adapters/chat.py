@@ -28,6 +28,8 @@ __all__ = [
     "ChatModel",
     "Completion",
     "Message",
+    "cut_at_stop",
+    "forced_reply",
     "load_chat_model",
     "next_chat",
     "reply_seed",
@@ -45,6 +47,20 @@ def next_chat(
     reply leaves no half turn behind."""
     chat = history.get(agent) or [{"role": "system", "content": str(info.get("instructions", ""))}]
     return [*chat, {"role": "user", "content": observation}]
+
+
+def forced_reply(valid: Sequence[str]) -> str | None:
+    """The reply played without the model under ``forced_moves="auto"`` when a turn has one
+    valid action (a listener's ``wait``), else None: the agent loop and every replay of it
+    write the same text."""
+    return f"<action>{valid[0]}</action>" if len(valid) == 1 else None
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> str:
+    """``text`` up to and including its first ``stop`` string, as a rollout ends under vLLM's
+    ``stop`` with ``include_stop_str_in_output`` (the agent loop's setting)."""
+    cuts = [text.index(s) + len(s) for s in stop if s and s in text]
+    return text[: min(cuts)] if cuts else text
 
 
 def reply_seed(episode_seed: int, agent: str, turn: int, base: int = 0) -> int:

@@ -5,6 +5,9 @@
 agent's chat (instructions, observations, its own replies), renders it with the model's chat
 template, exactly as the agent loop does, and answers greedily, through the same
 :class:`teamgym.adapters.chat.ChatModel` as the ``transformers`` agent and ``teamgym serve``.
+Given a trainer's ``stop`` strings and ``forced_moves="auto"``, its replies end as the
+trainer's rollouts end (cut after the stop string; a turn with one valid action played without
+the model), so a warm-up that replays a policy's greedy replies replays what it wrote.
 It is a baseline like the scripted ones (``reset``/``act``), so the episode hub,
 ``format_warmup`` and ``run_episode`` use it unchanged: ad-hoc teamwork and population play
 against earlier selves.
@@ -12,9 +15,9 @@ against earlier selves.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from teamgym.envs.baselines import register_policy_prefix
 from teamgym.names import CHECKPOINT_PREFIX
@@ -30,6 +33,8 @@ class CheckpointPolicy:
         seed: unused (greedy decoding is deterministic); accepted like every baseline's.
         max_reply_tokens: cap on one reply.
         max_prompt_tokens: the chat is cut on the left beyond this many tokens.
+        stop: a reply ends after the first of these strings, kept (the agent loop's ``stop``).
+        forced_moves: ``auto``: a turn with one valid action is played without the model.
     """
 
     def __init__(
@@ -38,6 +43,8 @@ class CheckpointPolicy:
         seed: int | None = None,
         max_reply_tokens: int = 32,
         max_prompt_tokens: int = 2048,
+        stop: Sequence[str] = (),
+        forced_moves: Literal["auto", "model"] = "model",
     ) -> None:
         from teamgym.adapters.chat import load_chat_model
 
@@ -48,6 +55,10 @@ class CheckpointPolicy:
             raise FileNotFoundError(f"checkpoint teammate: {exc}") from None
         self.max_reply_tokens = max_reply_tokens
         self.max_prompt_tokens = max_prompt_tokens
+        self.stop = tuple(stop)
+        if forced_moves not in ("auto", "model"):
+            raise ValueError(f"forced_moves must be 'auto' or 'model', got {forced_moves!r}")
+        self.forced_moves = forced_moves
         self.history: dict[str, list[dict[str, str]]] = {}
 
     def reset(self, seed: int | None = None) -> None:
@@ -55,13 +66,19 @@ class CheckpointPolicy:
         self.history = {}
 
     def act(self, agent: str, observation: str, info: Mapping[str, Any]) -> str:
-        """The model's greedy reply to the agent's chat so far plus ``observation``."""
-        from teamgym.adapters.chat import next_chat
+        """The model's greedy reply to the agent's chat so far plus ``observation`` (cut after
+        a stop string; a forced move under ``forced_moves="auto"``)."""
+        from teamgym.adapters.chat import cut_at_stop, forced_reply, next_chat
 
         chat = next_chat(self.history, agent, observation, info)
-        reply = self.chat_model.complete(
-            chat, max_tokens=self.max_reply_tokens, max_prompt_tokens=self.max_prompt_tokens
-        ).text
+        forced = forced_reply(tuple(info.get("valid_actions", ())))
+        if self.forced_moves == "auto" and forced is not None:
+            reply = forced
+        else:
+            text = self.chat_model.complete(
+                chat, max_tokens=self.max_reply_tokens, max_prompt_tokens=self.max_prompt_tokens
+            ).text
+            reply = cut_at_stop(text, self.stop)
         self.history[agent] = [*chat, {"role": "assistant", "content": reply}]
         return reply
 

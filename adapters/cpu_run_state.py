@@ -18,9 +18,9 @@ import numpy as np
 import torch
 
 from teamgym.adapters.cpu_grpo import Learner
-from teamgym.adapters.train_args import TrainArgs
+from teamgym.adapters.train_args import RunSettingsError, TrainArgs
 
-__all__ = ["RunDir", "RunState", "guard"]
+__all__ = ["FREE_ON_RESUME", "RunDir", "RunState", "changed_settings", "guard"]
 
 
 @dataclass
@@ -39,6 +39,26 @@ class RunState:
     """State of the episode-seed generator after the last finished step."""
 
 
+#: Settings a resumed run may change: how far it goes, and where it reports.
+FREE_ON_RESUME = ("steps", "resume", "metrics_port")
+
+
+def changed_settings(saved: dict[str, Any], now: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """The settings of ``now`` that differ from a run's ``args.json`` (``saved``), as
+    ``{name: (saved, now)}``: paths compared resolved, fields one side lacks (a run from an
+    older release) and :data:`FREE_ON_RESUME` skipped."""
+    now = json.loads(json.dumps(now))  # tuples as lists, as args.json holds them
+
+    def norm(key: str, value: Any) -> Any:
+        return str(Path(value).resolve()) if key in ("model", "out") and value else value
+
+    return {
+        k: (saved[k], now[k])
+        for k in sorted(saved.keys() & now.keys())
+        if k not in FREE_ON_RESUME and norm(k, saved[k]) != norm(k, now[k])
+    }
+
+
 class RunDir:
     """``args.json``, ``metrics.jsonl`` and ``checkpoints/{latest,stable}.pt`` of one run."""
 
@@ -49,15 +69,24 @@ class RunDir:
         self.stable = self.path / "checkpoints" / "stable.pt"
 
     def start(self, args: TrainArgs) -> None:
-        """Create the directory and write ``args.json``; refuse to overwrite another run."""
+        """Create the directory and write ``args.json``; refuse to overwrite another run, or to
+        resume one under other settings (only those in :data:`FREE_ON_RESUME` may change)."""
         (self.path / "checkpoints").mkdir(parents=True, exist_ok=True)
         if not args.resume and self.metrics.exists():
             raise FileExistsError(
                 f"{self.path} already holds a run; pass --resume to continue it or choose another --out"
             )
-        (self.path / "args.json").write_text(
-            json.dumps(asdict(args), indent=2, sort_keys=True) + "\n"
-        )
+        saved = self.path / "args.json"
+        if args.resume and saved.exists():
+            changed = changed_settings(json.loads(saved.read_text()), asdict(args))
+            if changed:
+                listed = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())
+                raise RunSettingsError(
+                    f"{self.path} holds a run with other settings ({listed}); resume it with "
+                    f"the settings it started with (only {', '.join(FREE_ON_RESUME)} may "
+                    "change), or choose another --out"
+                )
+        saved.write_text(json.dumps(asdict(args), indent=2, sort_keys=True) + "\n")
 
     def resume(self, args: TrainArgs, learner: Learner) -> tuple[RunState, list[dict[str, Any]]]:
         """The state and finished steps' records to continue from (a fresh state without a

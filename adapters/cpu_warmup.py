@@ -15,9 +15,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from teamgym.adapters.chat import cut_at_stop, forced_reply
+from teamgym.adapters.checkpoint_policy import CheckpointPolicy
 from teamgym.adapters.cpu_grpo import receptive_field
 from teamgym.adapters.cpu_rollout import evaluate_metrics
 from teamgym.adapters.train_args import TrainArgs, check_warmup_teachers
+from teamgym.names import CHECKPOINT_PREFIX
 
 __all__ = ["format_warmup", "warm_up", "warmup_examples"]
 
@@ -64,20 +67,23 @@ def warmup_examples(
     field: int | None = None,
 ) -> list[Example]:
     """Every turn of the trained agents in ``episodes`` episodes played by the ``teacher``
-    baseline (an agent in ``args.warmup_teachers`` by its own teacher, teammates by theirs;
-    a ``checkpoint:`` teacher's replies are its greedy ones as a teammate's, not cut at
-    ``args.stop``), as examples whose prompt is the agent's chat so far,
+    baseline (an agent in ``args.warmup_teachers`` by its own teacher, teammates by theirs),
+    as examples whose prompt is the agent's chat so far,
     rendered as the agent loop renders it and cut on the left to ``args.prompt_length``, or to
-    the model's receptive ``field`` when shorter (the same logits, fewer tokens). Turns with a
-    single valid action are left out under ``forced_moves="auto"``: the trainer plays them
-    without the model."""
+    the model's receptive ``field`` when shorter (the same logits, fewer tokens).
+
+    The trained agents' replies end as the trainer's rollouts end: cut after the first of
+    ``args.stop``, and under ``forced_moves="auto"`` a turn with a single valid action is the
+    forced move (the trainer plays it without the model) and no example. A ``checkpoint:``
+    teacher answers greedily with ``args.max_reply_tokens`` under the same rules, so it
+    replays what that policy wrote in its own rollouts."""
     from teamgym.envs import make
     from teamgym.envs.baselines import make_baseline
 
     env = make(args.env, **args.env_kwargs)
     check_warmup_teachers(args, list(env.possible_agents))
     names = {teacher, *args.warmup_teachers.values()}
-    teachers = {n: make_baseline(args.env, n, seed=args.seed) for n in sorted(names)}
+    teachers = {n: _teacher(args, n) for n in sorted(names)}
     mates = {a: make_baseline(args.env, n, seed=args.seed) for a, n in args.teammates.items()}
     for baseline in (*teachers.values(), *mates.values()):
         if hasattr(baseline, "bind"):
@@ -99,14 +105,32 @@ def warmup_examples(
                     replies[a] = mates[a].act(a, obs[a], infos[a])
                     continue
                 policy = teachers[args.warmup_teachers.get(a, teacher)]
-                replies[a] = policy.act(a, obs[a], infos[a])
+                reply = policy.act(a, obs[a], infos[a])  # a stateful teacher sees every turn
+                move = forced_reply(tuple(infos[a].get("valid_actions", ()))) if forced else None
+                replies[a] = move if move is not None else cut_at_stop(reply, args.stop)
                 chats[a].append({"role": "user", "content": obs[a]})
-                if not (forced and len(infos[a].get("valid_actions", ())) == 1):
+                if move is None:
                     examples.append(_example(tokenizer, chats[a], replies[a], context))
                 chats[a].append({"role": "assistant", "content": replies[a]})
             obs, _, _, _, new = env.step(replies)
             infos.update(new)
     return examples
+
+
+def _teacher(args: TrainArgs, name: str) -> Any:
+    """The warm-up teacher ``name``: a baseline, or a ``checkpoint:`` model answering as the
+    trainer's rollouts answer (``args.max_reply_tokens``, ``args.stop``, ``args.forced_moves``)."""
+    from teamgym.envs.baselines import make_baseline
+
+    if name.startswith(CHECKPOINT_PREFIX):
+        return CheckpointPolicy(
+            name.removeprefix(CHECKPOINT_PREFIX),
+            seed=args.seed,
+            max_reply_tokens=args.max_reply_tokens,
+            stop=args.stop,
+            forced_moves=args.forced_moves,
+        )
+    return make_baseline(args.env, name, seed=args.seed)
 
 
 def _example(tokenizer: Any, chat: list[dict[str, str]], reply: str, prompt_length: int) -> Example:

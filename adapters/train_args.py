@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from teamgym.names import DEFAULT_SHARING_WEIGHT
 
-__all__ = ["TrainArgs", "check_warmup_teachers"]
+__all__ = ["RunSettingsError", "TrainArgs", "check_warmup_teachers"]
 
 
 @dataclass(frozen=True)
@@ -104,6 +104,11 @@ class TrainArgs:
     actions after the list of objects, train copying, which a loss on the replies alone did
     not in 675 steps; it teaches no strategy. It built the listener's copy in one warm-up
     of four (README, listener stage)."""
+
+
+class RunSettingsError(ValueError):
+    """A run directory holds a run (or a model) made with other settings than those asked
+    for: resuming it would mix two experiments under one name."""
 
 
 def check_warmup_teachers(args: TrainArgs, agents: list[str]) -> None:

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from teamgym.adapters.train_args import TrainArgs
+from teamgym.adapters.train_args import RunSettingsError, TrainArgs
 
 __all__ = [
     "ALL_STAGES",
@@ -181,19 +181,26 @@ def machine() -> dict[str, Any]:
 
 def build_stage_model(run: Path, model: dict[str, Any], seed: int) -> tuple[Path, float]:
     """``run/model``, built once from ``LocalModelConfig(seed=seed, **model)``, and the seconds
-    its build took (recorded in ``run/model_build.json``)."""
+    its build took (recorded with its settings in ``run/model_build.json``); a model built
+    with other settings is refused, not reused."""
     from teamgym.adapters.local_model import LocalModelConfig, build_local_model
 
     model_dir = run / "model"
+    wanted = {"seed": seed, **model}
+    record = run / "model_build.json"
     if not (model_dir / "config.json").exists():
         start = time.perf_counter()
         build_local_model(model_dir, LocalModelConfig(seed=seed, **model))
         seconds = time.perf_counter() - start
-        (run / "model_build.json").write_text(json.dumps({"seconds": seconds}) + "\n")
+        record.write_text(json.dumps({"seconds": seconds, "config": wanted}) + "\n")
         return model_dir, seconds
-    if (run / "model_build.json").exists():
-        return model_dir, json.loads((run / "model_build.json").read_text())["seconds"]
-    return model_dir, 0.0
+    built = json.loads(record.read_text()) if record.exists() else {}
+    if built.get("config", wanted) != wanted:
+        raise RunSettingsError(
+            f"{model_dir} was built with {built['config']}, not this stage's {wanted}: "
+            f"choose another --out (or remove {run} to start over)"
+        )
+    return model_dir, float(built.get("seconds", 0.0))
 
 
 def run_stage(

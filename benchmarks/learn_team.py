@@ -88,14 +88,19 @@ def speaker_words(policy: str | Path, args: TrainArgs, episodes: int = 64) -> di
     from teamgym.envs import make
 
     env = make(args.env, **args.env_kwargs)
-    player = CheckpointPolicy(policy, max_reply_tokens=args.max_reply_tokens)
+    player = CheckpointPolicy(
+        policy,
+        max_reply_tokens=args.max_reply_tokens,
+        stop=args.stop,
+        forced_moves=args.forced_moves,
+    )
     words: dict[str, Counter[str]] = {}
     talked = legal = 0
     for k in range(episodes):
         obs, infos = env.reset(seed=EVAL_SEED_BASE + k)
         player.reset(k)
         target = _line_after(obs[SPEAKER], "The target is: ") or "?"
-        replies = {a: _cut(player.act(a, obs[a], infos[a]), args.stop) for a in env.agents}
+        replies = {a: player.act(a, obs[a], infos[a]) for a in env.agents}
         obs, _, _, _, infos = env.step(replies)
         events = infos[LISTENER_AGENT]["events"]
         sent = any(e["type"] == "message" and e["sender"] == SPEAKER for e in events)
@@ -115,12 +120,6 @@ def speaker_words(policy: str | Path, args: TrainArgs, episodes: int = 64) -> di
 def _line_after(text: str, prefix: str) -> str | None:
     """The rest of ``text``'s first line that starts with ``prefix``, stripped."""
     return next((x[len(prefix) :].strip() for x in text.splitlines() if x.startswith(prefix)), None)
-
-
-def _cut(text: str, stop: list[str]) -> str:
-    """``text`` up to and including its first stop string, as the trainer's rollouts end."""
-    cuts = [text.index(s) + len(s) for s in stop if s and s in text]
-    return text[: min(cuts)] if cuts else text
 
 
 def run_team(

@@ -40,6 +40,7 @@ from verl.experimental.agent_loop.agent_loop import (
     register,
 )
 
+from teamgym.adapters.chat import forced_reply
 from teamgym.adapters.verl.advantage import record_team
 from teamgym.adapters.verl.hub import get_ray_hub, local_hub
 from teamgym.adapters.verl.trajectory import Trajectory
@@ -191,8 +192,8 @@ class TeamAgentLoop(AgentLoopBase):
         self, traj: Trajectory, valid: tuple[str, ...], request_id: str, sampling: dict[str, Any]
     ) -> str:
         """This turn's reply: a forced move, the model's while the budget lasts, else ""."""
-        if self.forced_moves == "auto" and len(valid) == 1:
-            reply = f"<action>{valid[0]}</action>"  # played even once the budget is spent
+        if self.forced_moves == "auto" and (reply := forced_reply(valid)) is not None:
+            # played even once the budget is spent
             ids = self.tokenizer.encode(reply, add_special_tokens=False)
             await traj.add_forced_reply([*ids, *self.end_of_turn])
             return reply

@@ -7,7 +7,8 @@ import argparse
 
 from rich.console import Console
 
-from teamgym.benchmarks.commands.common import positive_int
+from teamgym.adapters.train_args import RunSettingsError
+from teamgym.benchmarks.commands.common import bad_input, positive_int
 from teamgym.benchmarks.commands.tables import learn_table
 from teamgym.benchmarks.learn import ALL_STAGES, STAGES
 
@@ -49,14 +50,16 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    """Run (or resume) the stage; print its held-out figures and whether it reached the target."""
+    """Run (or resume) the stage; print its held-out figures and whether it reached the target.
+    A directory holding a run with other settings is an ``error:``, not a mixed resume."""
     out = args.out or f"runs/learn-{args.stage}"
-    if args.stage == ALL:
-        return _run_all(args, out, console)
-    if args.stage == SHARING:
-        return _run_sharing(args, out, console)
-    if args.stage == TEAM:
-        return _run_team(args, out, console)
+    runners = {ALL: _run_all, SHARING: _run_sharing, TEAM: _run_team}
+    with bad_input(RunSettingsError):
+        return runners.get(args.stage, _run_stage)(args, out, console)
+
+
+def _run_stage(args: argparse.Namespace, out: str, console: Console) -> int:
+    """A single-run stage (listener, guard)."""
     from teamgym.benchmarks.learn import run_stage
 
     summary = run_stage(args.stage, out, seed=args.seed, steps=args.steps, progress=not args.quiet)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from teamgym.adapters.train_args import TrainArgs
+from teamgym.adapters.train_args import RunSettingsError, TrainArgs
 from teamgym.benchmarks.commands.common import (
     add_env_arg,
     add_teammate_arg,
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from teamgym.adapters.cpu_trainer import train  # torch: only once the input is known good
     from teamgym.adapters.verl.dataset import PromptTooLongError
 
-    with bad_input(PromptTooLongError):
+    with bad_input(PromptTooLongError, RunSettingsError, FileExistsError):
         history = train(settings, progress=not args.quiet)
     _report(settings.out, history, console)
     return 0

@@ -48,6 +48,35 @@ def test_checkpoint_replies_are_greedy_generate_on_the_agents_chat(model_dir, to
     assert policy.history["robot_0"][-1] == {"role": "assistant", "content": reply}
 
 
+def test_with_a_trainers_rules_replies_end_as_rollouts_end(model_dir) -> None:
+    """Given ``stop`` and ``forced_moves="auto"``, a reply is the plain greedy reply cut after
+    its first stop string (kept, as vLLM's ``include_stop_str_in_output``), and a turn with one
+    valid action is the forced move, written into the chat without asking the model."""
+    env = make("signal-v0", **KW)
+    obs, infos = env.reset(seed=4)
+    plain = CheckpointPolicy(model_dir).act("robot_0", obs["robot_0"], infos["robot_0"])
+    assert len(plain) > 4, plain
+    stop = plain[2:4]  # a string this model does write, so the cut is exercised
+    ruled = CheckpointPolicy(model_dir, stop=["</never>", stop], forced_moves="auto")
+    reply = ruled.act("robot_0", obs["robot_0"], infos["robot_0"])
+    assert reply == plain[: plain.index(stop) + len(stop)], (reply, plain)
+
+    asked: list[int] = []
+
+    class Spy:  # the real model, counting its calls
+        def complete(self, *args, **kwargs):
+            asked.append(1)
+            return model.complete(*args, **kwargs)
+
+    model, ruled.chat_model = ruled.chat_model, Spy()
+    info = {"instructions": "wait", "valid_actions": ["wait"]}
+    assert ruled.act("robot_1", "your turn", info) == "<action>wait</action>"
+    assert asked == [], "a forced move never asks the model"
+    assert ruled.history["robot_1"][-1] == {"role": "assistant", "content": "<action>wait</action>"}
+    with pytest.raises(ValueError, match="forced_moves"):
+        CheckpointPolicy(model_dir, forced_moves="always")
+
+
 def test_checkpoint_teammate_is_deterministic_and_resets(model_dir) -> None:
     env = make("signal-v0", **KW)
 

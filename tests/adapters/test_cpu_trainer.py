@@ -95,6 +95,33 @@ def test_training_steps_write_metrics_checkpoints_and_a_curve(model_dir, tmp_pat
         train(_args(model_dir, out), progress=False)
 
 
+def test_a_resume_under_other_settings_is_refused(model_dir, tmp_path, capsys) -> None:
+    """Resuming mixes two experiments under one name unless the settings match: only the
+    length (``steps``) and where metrics go may change; the refusal names what differs, at
+    the command line too (``error:``, status 2), and touches nothing."""
+    from teamgym.adapters.cpu_run_state import RunDir
+    from teamgym.adapters.train_args import RunSettingsError
+    from teamgym.benchmarks import cli
+
+    out = tmp_path / "run"
+    first = _args(model_dir, out)
+    RunDir(out).start(first)
+    (out / "metrics.jsonl").write_text('{"step": 1}\n')
+    saved = (out / "args.json").read_text()
+    RunDir(out).start(replace(first, resume=True, steps=9, metrics_port=9999))  # allowed
+    with pytest.raises(RunSettingsError, match=r"lr: 0.0003 -> 0.01; seed: 0 -> 1"):
+        RunDir(out).start(replace(first, resume=True, lr=1e-2, seed=1))
+    with pytest.raises(RunSettingsError, match="warmup_steps"):
+        RunDir(out).start(replace(first, resume=True, warmup_steps=400))
+    argv = _train_cmd(model_dir, out, steps=2, per_step=2, group=2, teammate="robot_0=expert")
+    capsys.readouterr()
+    assert cli.main([*argv[3:], "--resume", "--lr", "0.01"]) == 2
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "error:" in printed and "other settings (lr: 0.0003 -> 0.01);" in printed, printed
+    assert json.loads((out / "args.json").read_text())["steps"] == 9
+    assert json.loads(saved)["lr"] == json.loads((out / "args.json").read_text())["lr"]
+
+
 def test_guard_rolls_back_and_lowers_the_learning_rate(model_dir, tmp_path) -> None:
     history = train(
         _args(
@@ -293,6 +320,43 @@ def test_warmup_teachers_play_their_agents_and_the_teacher_the_others(model_dir,
     assert replies[1::2] == [f"<action>pick {m.group(1)}</action>" for m in said if m]
     babbled = {m.group(1) for m in said if m}
     assert len(babbled) > 1, "the babbler names more than one object"
+
+
+def test_a_checkpoint_teacher_replays_replies_as_rollouts_end(
+    model_dir, tokenizer, monkeypatch
+) -> None:
+    """A ``checkpoint:`` warm-up teacher answers under the trainer's rules: with
+    ``args.max_reply_tokens``, cut after ``</action>``, and its forced ``wait`` turn is the
+    forced move, not a model reply (the model is asked for the pick only). The model is a
+    stand-in that writes on past its command, as the listener stage's policy does."""
+    from teamgym.adapters import chat
+    from teamgym.adapters.cpu_warmup import warmup_examples
+
+    asked: list[tuple[list[dict[str, str]], int]] = []
+
+    class RunsOn:  # stands in for ChatModel.complete: the command, then a tail
+        def complete(self, messages, *, max_tokens, max_prompt_tokens):
+            asked.append((list(messages), max_tokens))
+            return chat.Completion("<action>pick 1</action>pick 1 pick", 9, max_tokens, "length")
+
+    monkeypatch.setattr(chat, "load_chat_model", lambda path: RunsOn())
+    args = _args(
+        model_dir,
+        model_dir,
+        env_kwargs={**SMALL, "pick_by": "name", "num_attributes": 1},
+        teammates={},
+        max_reply_tokens=12,
+        warmup_teachers={"robot_1": "checkpoint:/stand-in"},
+    )
+    examples = warmup_examples(args, tokenizer, episodes=5, teacher="babbler")
+    replies = [tokenizer.decode(ids[-n:-1]) for ids, n in examples]
+    assert replies[1::2] == ["<action>pick 1</action>"] * 5, replies
+    assert len(asked) == 5, "the model answers the pick turns only"
+    for messages, max_tokens in asked:
+        assert max_tokens == 12
+        # system, the wait turn and its forced move, then the pick turn
+        assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+        assert messages[2]["content"] == "<action>wait</action>"
 
 
 @pytest.mark.parametrize(("epochs", "mini_batches"), [(1, 1), (2, 3)])

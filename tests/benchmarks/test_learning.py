@@ -147,23 +147,43 @@ def test_team_curriculum_smoke(tmp_path, monkeypatch) -> None:
 
 
 def test_speaker_words_read_what_the_listener_hears(monkeypatch) -> None:
-    """``speaker_words`` cuts each reply at the stop strings, as the trainer's rollouts end,
-    and reports the messages the listener receives: with the expert playing both agents, each
-    target maps to its own name, every message arrives and every speaker action is legal. The
-    tail after ``</action>`` would, uncut, replace the message and the action."""
-    from teamgym.adapters import checkpoint_policy
+    """``speaker_words`` plays the final model with the trainer's stop strings and forced
+    moves, as its rollouts end, and reports the messages the listener receives: with the
+    expert's replies in place of the model's, each target maps to its own name, every message
+    arrives and every speaker action is legal. The tail after ``</action>`` would, uncut,
+    replace the message and the action."""
+    from teamgym.adapters import chat
     from teamgym.benchmarks import learn_team
     from teamgym.envs.signal.baselines import SignalExpert
 
-    class Scripted(SignalExpert):
-        def __init__(self, path, max_reply_tokens=32) -> None:
-            super().__init__()
+    expert = SignalExpert()
 
-        def act(self, agent, observation, info) -> str:
-            return super().act(agent, observation, info) + "<say>junk</say><action>pass</action>"
+    class ExpertThenJunk:  # stands in for ChatModel: the expert's reply, then a junk tail
+        def complete(self, messages, *, max_tokens, max_prompt_tokens):
+            obs = messages[-1]["content"]
+            listed = obs.rsplit("Valid actions: ", 1)[-1]
+            reply = expert.act("", obs, {"valid_actions": listed.split(" | ")})
+            return chat.Completion(reply + "<say>junk</say><action>pass</action>", 0, 0, "length")
 
-    monkeypatch.setattr(checkpoint_policy, "CheckpointPolicy", Scripted)
+    monkeypatch.setattr(chat, "load_chat_model", lambda path: ExpertThenJunk())
     got = learn_team.speaker_words("unused", learn_team.TEAM, episodes=12)
     assert got["communication_frequency"] == 1.0 and got["legal_speaker_actions"] == 1.0
     assert sum(sum(c.values()) for c in got["words"].values()) == 12
     assert all(said == {target: n} for target, said in got["words"].items() for n in said.values())
+
+
+def test_a_stage_model_built_with_other_settings_is_refused(tmp_path) -> None:
+    """``build_stage_model`` reuses the model a run directory holds only if it was built with
+    the same settings; another stage's model under the same ``--out`` is refused, not trained."""
+    from teamgym.adapters.train_args import RunSettingsError
+    from teamgym.benchmarks.learn import build_stage_model
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    built = {"seconds": 1.5, "config": {"seed": 0, "hidden_size": 32}}
+    (tmp_path / "model_build.json").write_text(json.dumps(built))
+    assert build_stage_model(tmp_path, {"hidden_size": 32}, 0) == (tmp_path / "model", 1.5)
+    with pytest.raises(RunSettingsError, match="hidden_size"):
+        build_stage_model(tmp_path, {"hidden_size": 64}, 0)
+    with pytest.raises(RunSettingsError, match="seed"):
+        build_stage_model(tmp_path, {"hidden_size": 32}, 1)

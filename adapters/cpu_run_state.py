@@ -39,18 +39,19 @@ class RunState:
     """State of the episode-seed generator after the last finished step."""
 
 
-#: Settings a resumed run may change: how far it goes, and where it reports.
-FREE_ON_RESUME = ("steps", "resume", "metrics_port")
+#: Settings a resumed run may change: how far it goes, where it reports, and where its
+#: directory is (a run moved or copied elsewhere is the same run).
+FREE_ON_RESUME = ("steps", "resume", "metrics_port", "out")
 
 
 def changed_settings(saved: dict[str, Any], now: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """The settings of ``now`` that differ from a run's ``args.json`` (``saved``), as
-    ``{name: (saved, now)}``: paths compared resolved, fields one side lacks (a run from an
+    ``{name: (saved, now)}``: the model path compared resolved, fields one side lacks (a run from an
     older release) and :data:`FREE_ON_RESUME` skipped."""
     now = json.loads(json.dumps(now))  # tuples as lists, as args.json holds them
 
     def norm(key: str, value: Any) -> Any:
-        return str(Path(value).resolve()) if key in ("model", "out") and value else value
+        return str(Path(value).resolve()) if key == "model" and value else value
 
     return {
         k: (saved[k], now[k])

@@ -186,7 +186,7 @@ def build_stage_model(run: Path, model: dict[str, Any], seed: int) -> tuple[Path
     from teamgym.adapters.local_model import LocalModelConfig, build_local_model
 
     model_dir = run / "model"
-    wanted = {"seed": seed, **model}
+    wanted = json.loads(json.dumps({"seed": seed, **model}))  # as the record holds it
     record = run / "model_build.json"
     if not (model_dir / "config.json").exists():
         start = time.perf_counter()

@@ -48,7 +48,7 @@ SPEAKER, LISTENER_AGENT = "robot_0", "robot_1"
 FIRST = LISTENER
 #: Phase 2: 3 candidates, no teammate, room for a speaker's reply; a gentler rate than phase
 #: 1's (at 1e-3 held-out success stayed at 0.27-0.51 on seed 0). 150 warm-up steps and 40
-#: steps reach 0.8 on seeds 0, 1, 2 of 0-4; 400 and 60 on seeds 0, 2, 3 (README).
+#: steps reach 0.8 on seeds 0, 1, 2, 3 of 0-4; 400 warm-up steps did no better (README).
 TEAM = replace(
     LISTENER,
     env_kwargs={**SIGNAL_NAMES, "num_candidates": 3},

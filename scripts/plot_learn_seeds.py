@@ -7,8 +7,8 @@
         runs/learn-team-s0 runs/learn-team-s1 runs/learn-team-s2
 
 Each directory is a ``teamgym learn-bench STAGE --out DIR`` run; a ``team`` run's phases
-(``listener/``, then ``both/``) are drawn one after the other, a thin line in the seed's
-colour where the second starts. The x axis counts what ``summary.json`` counts as training
+(``listener/``, ``listener-3/``, then ``both/``) are drawn one after the other, a thin line in
+the seed's colour where each later one starts. The x axis counts what ``summary.json`` counts as training
 time (model build, warm-up, update steps; evaluations excluded), so a time budget reads off
 directly.
 """
@@ -27,8 +27,10 @@ import matplotlib.pyplot as plt
 
 def phase_dirs(run: Path) -> list[Path]:
     """The run's GRPO directories in order: ``run/`` of a single-run stage, or the team
-    stage's phases."""
-    return [run / "run"] if (run / "run").is_dir() else [run / "listener", run / "both"]
+    stage's phases (named in its ``summary.json``)."""
+    if (run / "run").is_dir():
+        return [run / "run"]
+    return [run / p["phase"] for p in json.loads((run / "summary.json").read_text())["phases"]]
 
 
 def curve(run: Path) -> tuple[list[float], list[float], list[int], list[float], list[float]]:
@@ -44,10 +46,11 @@ def curve(run: Path) -> tuple[list[float], list[float], list[int], list[float], 
     for k, phase in enumerate(phase_dirs(run)):
         if k:
             starts.append(t)
-        warmup = json.loads((phase / "warmup.json").read_text())
-        t += warmup["seconds"]
-        xs.append(t)
-        ys.append(warmup["eval_success"])
+        if (phase / "warmup.json").exists():  # a phase may start without a warm-up
+            warmup = json.loads((phase / "warmup.json").read_text())
+            t += warmup["seconds"]
+            xs.append(t)
+            ys.append(warmup["eval_success"])
         history = [json.loads(x) for x in (phase / "metrics.jsonl").read_text().splitlines()]
         offset = len(steps)
         for h in history:

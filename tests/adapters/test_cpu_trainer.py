@@ -109,6 +109,11 @@ def test_a_resume_under_other_settings_is_refused(model_dir, tmp_path, capsys) -
     (out / "metrics.jsonl").write_text('{"step": 1}\n')
     saved = (out / "args.json").read_text()
     RunDir(out).start(replace(first, resume=True, steps=9, metrics_port=9999))  # allowed
+    import shutil
+
+    moved = tmp_path / "moved"  # a run moved elsewhere is the same run
+    shutil.copytree(out, moved)
+    RunDir(moved).start(replace(first, out=str(moved), resume=True, steps=9))
     with pytest.raises(RunSettingsError, match=r"lr: 0.0003 -> 0.01; seed: 0 -> 1"):
         RunDir(out).start(replace(first, resume=True, lr=1e-2, seed=1))
     with pytest.raises(RunSettingsError, match="warmup_steps"):

@@ -11,6 +11,9 @@ benchmark (``teamgym learn-bench listener``) and not in CI."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -95,7 +98,8 @@ def test_sharing_stage_smoke(tmp_path, monkeypatch) -> None:
 def test_team_curriculum_smoke(tmp_path, monkeypatch) -> None:
     """The team stage end to end on a tiny budget: two phases, the second from the first one's
     policy, its warm-up replaying that policy as the listener, the speaker's words in the
-    summary."""
+    summary; the seeds' figure draws both; other settings under the same directory are
+    refused."""
     from dataclasses import replace
 
     from teamgym.benchmarks import learn_team
@@ -144,6 +148,18 @@ def test_team_curriculum_smoke(tmp_path, monkeypatch) -> None:
     for phase in ("listener", "both", "the speaker's message reaches", "team.png"):
         assert phase in printed, printed
     assert [json.loads(x)["step"] for x in (tmp_path / "both" / "metrics.jsonl").open()] == [1]
+    # the seeds' figure draws the phases in turn
+    script = Path(__file__).parents[2] / "scripts" / "plot_learn_seeds.py"
+    subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "seeds.png"), str(tmp_path)], check=True
+    )
+    assert (tmp_path / "seeds.png").read_bytes()[:4] == b"\x89PNG"
+    # another stage's settings under the same directory are refused, not resumed
+    monkeypatch.setattr(learn_team, "TEAM", replace(learn_team.TEAM, **tiny, lr=1e-2))
+    from teamgym.benchmarks.commands.common import CommandError
+
+    with pytest.raises(CommandError, match=r"both holds a run .*lr: 0.0003 -> 0.01"):
+        learn_bench.run(ns, Console(file=io.StringIO()))
 
 
 def test_speaker_words_read_what_the_listener_hears(monkeypatch) -> None:
@@ -180,10 +196,14 @@ def test_a_stage_model_built_with_other_settings_is_refused(tmp_path) -> None:
 
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "config.json").write_text("{}")
-    built = {"seconds": 1.5, "config": {"seed": 0, "hidden_size": 32}}
+    corpus = ("signal-v0", "publicgoods-v0")  # a tuple, which the record holds as a list
+    built = {"seconds": 1.5, "config": {"seed": 0, "hidden_size": 32, "corpus_envs": corpus}}
     (tmp_path / "model_build.json").write_text(json.dumps(built))
-    assert build_stage_model(tmp_path, {"hidden_size": 32}, 0) == (tmp_path / "model", 1.5)
+    same = {"hidden_size": 32, "corpus_envs": corpus}
+    assert build_stage_model(tmp_path, same, 0) == (tmp_path / "model", 1.5)
     with pytest.raises(RunSettingsError, match="hidden_size"):
-        build_stage_model(tmp_path, {"hidden_size": 64}, 0)
+        build_stage_model(tmp_path, {**same, "hidden_size": 64}, 0)
     with pytest.raises(RunSettingsError, match="seed"):
-        build_stage_model(tmp_path, {"hidden_size": 32}, 1)
+        build_stage_model(tmp_path, same, 1)
+    with pytest.raises(RunSettingsError, match="corpus_envs"):
+        build_stage_model(tmp_path, {**same, "corpus_envs": ("signal-v0",)}, 0)

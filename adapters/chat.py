@@ -56,9 +56,12 @@ def forced_reply(valid: Sequence[str]) -> str | None:
     return f"<action>{valid[0]}</action>" if len(valid) == 1 else None
 
 
-def cut_at_stop(text: str, stop: Sequence[str]) -> str:
+def cut_at_stop(text: str, stop: str | Sequence[str]) -> str:
     """``text`` up to and including its first ``stop`` string, as a rollout ends under vLLM's
-    ``stop`` with ``include_stop_str_in_output`` (the agent loop's setting)."""
+    ``stop`` with ``include_stop_str_in_output`` (the agent loop's setting). The cut is at the
+    character; a model server cuts at the token, the same wherever the stop string ends a token
+    (``</action>`` does in every tokenizer the project builds)."""
+    stop = (stop,) if isinstance(stop, str) else stop
     cuts = [text.index(s) + len(s) for s in stop if s and s in text]
     return text[: min(cuts)] if cuts else text
 

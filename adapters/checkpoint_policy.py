@@ -33,8 +33,10 @@ class CheckpointPolicy:
         seed: unused (greedy decoding is deterministic); accepted like every baseline's.
         max_reply_tokens: cap on one reply.
         max_prompt_tokens: the chat is cut on the left beyond this many tokens.
-        stop: a reply ends after the first of these strings, kept (the agent loop's ``stop``).
-        forced_moves: ``auto``: a turn with one valid action is played without the model.
+        stop: a reply ends after the first of these strings, kept (the agent loop's ``stop``;
+            one string is one stop string).
+        forced_moves: ``auto``: a turn with one valid action is played without the model;
+            ``model`` (the default): the model answers every turn, as a teammate does.
     """
 
     def __init__(
@@ -48,6 +50,8 @@ class CheckpointPolicy:
     ) -> None:
         from teamgym.adapters.chat import load_chat_model
 
+        if forced_moves not in ("auto", "model"):
+            raise ValueError(f"forced_moves must be 'auto' or 'model', got {forced_moves!r}")
         self.path = str(Path(path).resolve())
         try:
             self.chat_model = load_chat_model(self.path)
@@ -55,9 +59,7 @@ class CheckpointPolicy:
             raise FileNotFoundError(f"checkpoint teammate: {exc}") from None
         self.max_reply_tokens = max_reply_tokens
         self.max_prompt_tokens = max_prompt_tokens
-        self.stop = tuple(stop)
-        if forced_moves not in ("auto", "model"):
-            raise ValueError(f"forced_moves must be 'auto' or 'model', got {forced_moves!r}")
+        self.stop = (stop,) if isinstance(stop, str) else tuple(stop)
         self.forced_moves = forced_moves
         self.history: dict[str, list[dict[str, str]]] = {}
 

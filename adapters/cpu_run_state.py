@@ -18,9 +18,14 @@ import numpy as np
 import torch
 
 from teamgym.adapters.cpu_grpo import Learner
-from teamgym.adapters.train_args import RunSettingsError, TrainArgs
+from teamgym.adapters.train_args import (
+    FREE_ON_RESUME,
+    RunSettingsError,
+    TrainArgs,
+    changed_settings,
+)
 
-__all__ = ["FREE_ON_RESUME", "RunDir", "RunState", "changed_settings", "guard"]
+__all__ = ["RunDir", "RunState", "guard"]
 
 
 @dataclass
@@ -39,27 +44,6 @@ class RunState:
     """State of the episode-seed generator after the last finished step."""
 
 
-#: Settings a resumed run may change: how far it goes, where it reports, and where its
-#: directory is (a run moved or copied elsewhere is the same run).
-FREE_ON_RESUME = ("steps", "resume", "metrics_port", "out")
-
-
-def changed_settings(saved: dict[str, Any], now: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """The settings of ``now`` that differ from a run's ``args.json`` (``saved``), as
-    ``{name: (saved, now)}``: the model path compared resolved, fields one side lacks (a run from an
-    older release) and :data:`FREE_ON_RESUME` skipped."""
-    now = json.loads(json.dumps(now))  # tuples as lists, as args.json holds them
-
-    def norm(key: str, value: Any) -> Any:
-        return str(Path(value).resolve()) if key == "model" and value else value
-
-    return {
-        k: (saved[k], now[k])
-        for k in sorted(saved.keys() & now.keys())
-        if k not in FREE_ON_RESUME and norm(k, saved[k]) != norm(k, now[k])
-    }
-
-
 class RunDir:
     """``args.json``, ``metrics.jsonl`` and ``checkpoints/{latest,stable}.pt`` of one run."""
 
@@ -71,14 +55,17 @@ class RunDir:
 
     def start(self, args: TrainArgs) -> None:
         """Create the directory and write ``args.json``; refuse to overwrite another run, or to
-        resume one under other settings (only those in :data:`FREE_ON_RESUME` may change)."""
+        continue one (its checkpoints, its warm-up model) under other settings (only those in
+        :data:`~teamgym.adapters.train_args.FREE_ON_RESUME` may change)."""
         (self.path / "checkpoints").mkdir(parents=True, exist_ok=True)
         if not args.resume and self.metrics.exists():
             raise FileExistsError(
                 f"{self.path} already holds a run; pass --resume to continue it or choose another --out"
             )
         saved = self.path / "args.json"
-        if args.resume and saved.exists():
+        state = (self.latest, self.stable, self.path / "warmup_model" / "config.json")
+        if saved.exists() and (args.resume or any(f.exists() for f in state)):
+            # a run killed before its first step leaves a warm-up and checkpoints to reuse
             changed = changed_settings(json.loads(saved.read_text()), asdict(args))
             if changed:
                 listed = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())

@@ -20,6 +20,7 @@ from teamgym.adapters.checkpoint_policy import CheckpointPolicy
 from teamgym.adapters.cpu_grpo import receptive_field
 from teamgym.adapters.cpu_rollout import evaluate_metrics
 from teamgym.adapters.train_args import TrainArgs, check_warmup_teachers
+from teamgym.envs.baselines import Policy
 from teamgym.names import CHECKPOINT_PREFIX
 
 __all__ = ["format_warmup", "warm_up", "warmup_examples"]
@@ -75,8 +76,8 @@ def warmup_examples(
     The trained agents' replies end as the trainer's rollouts end: cut after the first of
     ``args.stop``, and under ``forced_moves="auto"`` a turn with a single valid action is the
     forced move (the trainer plays it without the model) and no example. A ``checkpoint:``
-    teacher answers greedily with ``args.max_reply_tokens`` under the same rules, so it
-    replays what that policy wrote in its own rollouts."""
+    teacher answers greedily (its held-out replies) within ``args.max_reply_tokens`` and
+    ``args.prompt_length`` under the same rules."""
     from teamgym.envs import make
     from teamgym.envs.baselines import make_baseline
 
@@ -117,9 +118,10 @@ def warmup_examples(
     return examples
 
 
-def _teacher(args: TrainArgs, name: str) -> Any:
-    """The warm-up teacher ``name``: a baseline, or a ``checkpoint:`` model answering as the
-    trainer's rollouts answer (``args.max_reply_tokens``, ``args.stop``, ``args.forced_moves``)."""
+def _teacher(args: TrainArgs, name: str) -> Policy:
+    """The warm-up teacher ``name``: a baseline, or a ``checkpoint:`` model whose greedy replies
+    end as the trainer's rollouts end (``args.max_reply_tokens``, ``args.stop``,
+    ``args.forced_moves``; its chat cut to ``args.prompt_length``)."""
     from teamgym.envs.baselines import make_baseline
 
     if name.startswith(CHECKPOINT_PREFIX):
@@ -127,6 +129,7 @@ def _teacher(args: TrainArgs, name: str) -> Any:
             name.removeprefix(CHECKPOINT_PREFIX),
             seed=args.seed,
             max_reply_tokens=args.max_reply_tokens,
+            max_prompt_tokens=args.prompt_length,
             stop=args.stop,
             forced_moves=args.forced_moves,
         )

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from teamgym.adapters.train_args import RunSettingsError, TrainArgs
+from teamgym.adapters.train_args import RunSettingsError, TrainArgs, settings_diff
 
 __all__ = [
     "ALL_STAGES",
@@ -195,9 +195,11 @@ def build_stage_model(run: Path, model: dict[str, Any], seed: int) -> tuple[Path
         record.write_text(json.dumps({"seconds": seconds, "config": wanted}) + "\n")
         return model_dir, seconds
     built = json.loads(record.read_text()) if record.exists() else {}
-    if built.get("config", wanted) != wanted:
+    changed = settings_diff(built.get("config", wanted), wanted)
+    if changed:
+        listed = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())
         raise RunSettingsError(
-            f"{model_dir} was built with {built['config']}, not this stage's {wanted}: "
+            f"{model_dir} was built with other settings than this stage's ({listed}): "
             f"choose another --out (or remove {run} to start over)"
         )
     return model_dir, float(built.get("seconds", 0.0))

@@ -75,6 +75,7 @@ def run_sharing(
 ) -> dict[str, Any]:
     """Every run of ``runs`` for every seed (resuming finished parts); writes ``summary.json``
     and ``sharing.png`` in ``out`` and returns the summary."""
+    from teamgym.adapters.cpu_run_state import RunDir
     from teamgym.adapters.cpu_trainer import train
     from teamgym.adapters.cpu_warmup import warm_up
 
@@ -91,6 +92,7 @@ def run_sharing(
             seed=seed,
             steps=SETTINGS.steps if steps is None else steps,
         )
+        RunDir(base.out).start(base)  # its warm-up model is reused only under the same settings
         start_model = warm_up(base, seed_dir / "warmup")
         warmup = json.loads((seed_dir / "warmup" / "warmup.json").read_text())
         warmup["eval"]["p_contribute"] = contribution_probability(start_model, base)

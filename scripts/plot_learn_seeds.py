@@ -4,12 +4,13 @@
         runs/learn-listener-s0 runs/learn-listener-s1 runs/learn-listener-s2
 
     python scripts/plot_learn_seeds.py docs/learn-team.png \\
-        runs/learn-team-s0 runs/learn-team-s1 runs/learn-team-s2
+        runs/learn-all/team runs/learn-team-s1 runs/learn-team-s2
 
 Each directory is a ``teamgym learn-bench STAGE --out DIR`` run; a ``team`` run's phases
-(``listener/``, ``listener-3/``, then ``both/``) are drawn one after the other, a thin line in
-the seed's colour where each later one starts. The x axis counts what ``summary.json`` counts as training
-time (model build, warm-up, update steps; evaluations excluded), so a time budget reads off
+(those its ``summary.json`` names: ``listener/``, then ``both/``) are drawn one after the
+other, a thin line in the seed's colour where each later one starts. The x axis counts what
+``summary.json`` counts as training time (model build, warm-up, update steps; evaluations
+excluded), so a time budget reads off
 directly.
 """
 

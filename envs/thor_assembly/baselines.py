@@ -54,8 +54,9 @@ class ThorExpert:
         valid = info.get("valid_actions", [])
         if reply.split("\n", 1)[0] not in valid and valid and not reply.startswith("plan"):
             reply = "wait" if "wait" in valid else valid[0]
-        if reply.startswith("plan"):
-            return "<action>plan</action>\n" + reply.split("\n", 1)[1]
+        if reply.startswith("plan"):  # the lines first, as the instructions ask: a reply
+            # ends at `</action>` in training (the stop string), so nothing after it is read
+            return reply.split("\n", 1)[1] + "\n<action>plan</action>"
         return f"<action>{reply}</action>"
 
     # ------------------------------------------------------------------ planning turn

@@ -18,6 +18,25 @@ def test_a_reply_ends_after_its_first_stop_string() -> None:
     assert cut_at_stop(reply, ["</say>"]) == reply  # no stop string: the whole reply
     assert cut_at_stop(reply, ["", "red"]) == "<action>pick red"  # "" is no stop
     assert cut_at_stop("say red</say>x</action>", ["</action>", "</say>"]) == "say red</say>"
+    assert cut_at_stop(reply, "</action>") == "<action>pick red</action>"  # one string, one stop
+
+
+def test_a_scripted_plan_survives_the_stop_string() -> None:
+    """The thor expert writes its plan's lines before ``<action>plan</action>``, as the
+    instructions ask, so a reply cut at ``</action>`` (training, the warm-up) keeps the plan."""
+    from teamgym.envs import make
+    from teamgym.envs.baselines import make_baseline
+    from teamgym.envs.thor_assembly.planning import parse_plan
+
+    env = make("thor-assembly-v0", num_agents=3, planning=True)
+    obs, infos = env.reset(seed=3)
+    expert = make_baseline("thor-assembly-v0", "expert", seed=0)
+    expert.bind(env)
+    reply = expert.act("robot_0", obs["robot_0"], infos["robot_0"])
+    assert cut_at_stop(reply, ["</action>"]) == reply, reply
+    state = env.unwrapped.assembly
+    plan, error = parse_plan(reply, state.recipe.parts, state.connections, state.robots)
+    assert error is None and plan, reply
 
 
 @given(TEXT, st.lists(st.text(alphabet="<>/actionpk ", min_size=1, max_size=4), max_size=3))

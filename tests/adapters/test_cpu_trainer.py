@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -59,6 +60,34 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def test_changed_settings_compare_what_the_settings_mean(tmp_path) -> None:
+    """A field an older ``args.json`` lacks counts as its default; paths under the run's parent
+    (a stage's phases point at each other) compare relative to it, so a moved stage resumes,
+    while a model elsewhere is compared where it is; free settings never count."""
+    from dataclasses import asdict
+
+    from teamgym.adapters.train_args import changed_settings
+
+    def phase(root: Path, **kw) -> dict:
+        policy = root / "listener" / "policy"
+        args = TrainArgs(
+            model=str(policy),
+            out=str(root / "both"),
+            warmup_teachers={"robot_1": f"checkpoint:{policy}"},
+        )
+        return asdict(replace(args, **kw))
+
+    saved = phase(tmp_path / "a")
+    assert changed_settings(saved, phase(tmp_path / "b", steps=99)) == {}  # moved, longer
+    older = {k: v for k, v in saved.items() if k != "entropy_coef"}  # an older release's file
+    assert changed_settings(older, saved) == {}
+    assert changed_settings(older, {**saved, "entropy_coef": 0.1}) == {"entropy_coef": (0.0, 0.1)}
+    elsewhere = {**saved, "model": str(tmp_path / "models" / "other")}
+    assert list(changed_settings(saved, elsewhere)) == ["model"]
+    other_teacher = phase(tmp_path / "a", warmup_teachers={"robot_1": "expert"})
+    assert list(changed_settings(saved, other_teacher)) == ["warmup_teachers"]
+
+
 def test_training_steps_write_metrics_checkpoints_and_a_curve(model_dir, tmp_path) -> None:
     out = tmp_path / "run"
     history = train(
@@ -109,8 +138,6 @@ def test_a_resume_under_other_settings_is_refused(model_dir, tmp_path, capsys) -
     (out / "metrics.jsonl").write_text('{"step": 1}\n')
     saved = (out / "args.json").read_text()
     RunDir(out).start(replace(first, resume=True, steps=9, metrics_port=9999))  # allowed
-    import shutil
-
     moved = tmp_path / "moved"  # a run moved elsewhere is the same run
     shutil.copytree(out, moved)
     RunDir(moved).start(replace(first, out=str(moved), resume=True, steps=9))
@@ -118,6 +145,14 @@ def test_a_resume_under_other_settings_is_refused(model_dir, tmp_path, capsys) -
         RunDir(out).start(replace(first, resume=True, lr=1e-2, seed=1))
     with pytest.raises(RunSettingsError, match="warmup_steps"):
         RunDir(out).start(replace(first, resume=True, warmup_steps=400))
+    # killed before its first step: no metrics, but a warm-up model a fresh start would reuse
+    early = tmp_path / "early"
+    RunDir(early).start(replace(first, out=str(early)))
+    (early / "warmup_model").mkdir()
+    (early / "warmup_model" / "config.json").write_text("{}")
+    RunDir(early).start(replace(first, out=str(early)))  # the same settings: fine
+    with pytest.raises(RunSettingsError, match=r"lr: 0.0003 -> 0.01\)"):
+        RunDir(early).start(replace(first, out=str(early), lr=1e-2))
     argv = _train_cmd(model_dir, out, steps=2, per_step=2, group=2, teammate="robot_0=expert")
     capsys.readouterr()
     assert cli.main([*argv[3:], "--resume", "--lr", "0.01"]) == 2

@@ -148,6 +148,13 @@ def test_team_curriculum_smoke(tmp_path, monkeypatch) -> None:
     for phase in ("listener", "both", "the speaker's message reaches", "team.png"):
         assert phase in printed, printed
     assert [json.loads(x)["step"] for x in (tmp_path / "both" / "metrics.jsonl").open()] == [1]
+    # a stage moved elsewhere is the same run: it resumes (finished, it only reports)
+    import shutil
+
+    moved = tmp_path.parent / f"{tmp_path.name}-moved"
+    shutil.copytree(tmp_path, moved)
+    moved_ns = argparse.Namespace(stage="team", out=str(moved), seed=0, steps=1, quiet=True)
+    assert learn_bench.run(moved_ns, Console(file=io.StringIO(), width=200)) == 0
     # the seeds' figure draws the phases in turn
     script = Path(__file__).parents[2] / "scripts" / "plot_learn_seeds.py"
     subprocess.run(
@@ -201,9 +208,11 @@ def test_a_stage_model_built_with_other_settings_is_refused(tmp_path) -> None:
     (tmp_path / "model_build.json").write_text(json.dumps(built))
     same = {"hidden_size": 32, "corpus_envs": corpus}
     assert build_stage_model(tmp_path, same, 0) == (tmp_path / "model", 1.5)
-    with pytest.raises(RunSettingsError, match="hidden_size"):
+    with pytest.raises(
+        RunSettingsError, match=r"settings than this stage's \(hidden_size: 32 -> 64\)"
+    ):
         build_stage_model(tmp_path, {**same, "hidden_size": 64}, 0)
-    with pytest.raises(RunSettingsError, match="seed"):
+    with pytest.raises(RunSettingsError, match=r"\(seed: 0 -> 1\)"):
         build_stage_model(tmp_path, same, 1)
-    with pytest.raises(RunSettingsError, match="corpus_envs"):
+    with pytest.raises(RunSettingsError, match=r"\(corpus_envs: \['signal-v0', 'publicgoods-v0'\]"):
         build_stage_model(tmp_path, {**same, "corpus_envs": ("signal-v0",)}, 0)

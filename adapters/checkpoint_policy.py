@@ -73,7 +73,7 @@ class CheckpointPolicy:
         from teamgym.adapters.chat import cut_at_stop, forced_reply, next_chat
 
         chat = next_chat(self.history, agent, observation, info)
-        forced = forced_reply(tuple(info.get("valid_actions", ())))
+        forced = forced_reply(info.get("valid_actions", ()))
         if self.forced_moves == "auto" and forced is not None:
             reply = forced
         else:

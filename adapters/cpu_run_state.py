@@ -23,6 +23,7 @@ from teamgym.adapters.train_args import (
     RunSettingsError,
     TrainArgs,
     changed_settings,
+    describe_changes,
 )
 
 __all__ = ["RunDir", "RunState", "guard"]
@@ -68,11 +69,10 @@ class RunDir:
             # a run killed before its first step leaves a warm-up and checkpoints to reuse
             changed = changed_settings(json.loads(saved.read_text()), asdict(args))
             if changed:
-                listed = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())
                 raise RunSettingsError(
-                    f"{self.path} holds a run with other settings ({listed}); resume it with "
-                    f"the settings it started with (only {', '.join(FREE_ON_RESUME)} may "
-                    "change), or choose another --out"
+                    f"{self.path} holds a run with other settings ({describe_changes(changed)}); "
+                    f"resume it with the settings it started with (only "
+                    f"{', '.join(FREE_ON_RESUME)} may change), or choose another --out"
                 )
         saved.write_text(json.dumps(asdict(args), indent=2, sort_keys=True) + "\n")
 

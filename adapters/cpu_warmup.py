@@ -20,7 +20,7 @@ from teamgym.adapters.checkpoint_policy import CheckpointPolicy
 from teamgym.adapters.cpu_grpo import receptive_field
 from teamgym.adapters.cpu_rollout import evaluate_metrics
 from teamgym.adapters.train_args import TrainArgs, check_warmup_teachers
-from teamgym.envs.baselines import Policy
+from teamgym.envs.baselines import Policy, make_baseline
 from teamgym.names import CHECKPOINT_PREFIX
 
 __all__ = ["format_warmup", "warm_up", "warmup_examples"]
@@ -79,7 +79,6 @@ def warmup_examples(
     teacher answers greedily (its held-out replies) within ``args.max_reply_tokens`` and
     ``args.prompt_length`` under the same rules."""
     from teamgym.envs import make
-    from teamgym.envs.baselines import make_baseline
 
     env = make(args.env, **args.env_kwargs)
     check_warmup_teachers(args, list(env.possible_agents))
@@ -107,7 +106,7 @@ def warmup_examples(
                     continue
                 policy = teachers[args.warmup_teachers.get(a, teacher)]
                 reply = policy.act(a, obs[a], infos[a])  # a stateful teacher sees every turn
-                move = forced_reply(tuple(infos[a].get("valid_actions", ()))) if forced else None
+                move = forced_reply(infos[a].get("valid_actions", ())) if forced else None
                 replies[a] = move if move is not None else cut_at_stop(reply, args.stop)
                 chats[a].append({"role": "user", "content": obs[a]})
                 if move is None:
@@ -122,8 +121,6 @@ def _teacher(args: TrainArgs, name: str) -> Policy:
     """The warm-up teacher ``name``: a baseline, or a ``checkpoint:`` model whose greedy replies
     end as the trainer's rollouts end (``args.max_reply_tokens``, ``args.stop``,
     ``args.forced_moves``; its chat cut to ``args.prompt_length``)."""
-    from teamgym.envs.baselines import make_baseline
-
     if name.startswith(CHECKPOINT_PREFIX):
         return CheckpointPolicy(
             name.removeprefix(CHECKPOINT_PREFIX),

@@ -20,6 +20,7 @@ __all__ = [
     "TrainArgs",
     "changed_settings",
     "check_warmup_teachers",
+    "describe_changes",
     "settings_diff",
 ]
 
@@ -134,6 +135,12 @@ def settings_diff(saved: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str,
     keys = sorted(old.keys() | new.keys())
     pairs = {k: (old.get(k, _NOT_SET), new.get(k, _NOT_SET)) for k in keys}
     return {k: pair for k, pair in pairs.items() if pair[0] != pair[1]}
+
+
+def describe_changes(changed: Mapping[str, tuple[Any, Any]]) -> str:
+    """``changed`` (from :func:`settings_diff` or :func:`changed_settings`) as one line for an
+    error message: ``lr: 0.001 -> 0.0003; seed: 0 -> 1``."""
+    return "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())
 
 
 def changed_settings(

@@ -17,7 +17,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from teamgym.adapters.train_args import RunSettingsError, TrainArgs, settings_diff
+from teamgym.adapters.train_args import (
+    RunSettingsError,
+    TrainArgs,
+    describe_changes,
+    settings_diff,
+)
 
 __all__ = [
     "ALL_STAGES",
@@ -186,7 +191,7 @@ def build_stage_model(run: Path, model: dict[str, Any], seed: int) -> tuple[Path
     from teamgym.adapters.local_model import LocalModelConfig, build_local_model
 
     model_dir = run / "model"
-    wanted = json.loads(json.dumps({"seed": seed, **model}))  # as the record holds it
+    wanted = {"seed": seed, **model}
     record = run / "model_build.json"
     if not (model_dir / "config.json").exists():
         start = time.perf_counter()
@@ -197,9 +202,9 @@ def build_stage_model(run: Path, model: dict[str, Any], seed: int) -> tuple[Path
     built = json.loads(record.read_text()) if record.exists() else {}
     changed = settings_diff(built.get("config", wanted), wanted)
     if changed:
-        listed = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())
         raise RunSettingsError(
-            f"{model_dir} was built with other settings than this stage's ({listed}): "
+            f"{model_dir} was built with other settings than this stage's "
+            f"({describe_changes(changed)}): "
             f"choose another --out (or remove {run} to start over)"
         )
     return model_dir, float(built.get("seconds", 0.0))

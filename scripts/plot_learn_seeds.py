@@ -10,8 +10,7 @@ Each directory is a ``teamgym learn-bench STAGE --out DIR`` run; a ``team`` run'
 (those its ``summary.json`` names: ``listener/``, then ``both/``) are drawn one after the
 other, a thin line in the seed's colour where each later one starts. The x axis counts what
 ``summary.json`` counts as training time (model build, warm-up, update steps; evaluations
-excluded), so a time budget reads off
-directly.
+excluded), so a time budget reads off directly.
 """
 
 from __future__ import annotations
@@ -47,11 +46,10 @@ def curve(run: Path) -> tuple[list[float], list[float], list[int], list[float], 
     for k, phase in enumerate(phase_dirs(run)):
         if k:
             starts.append(t)
-        if (phase / "warmup.json").exists():  # a phase may start without a warm-up
-            warmup = json.loads((phase / "warmup.json").read_text())
-            t += warmup["seconds"]
-            xs.append(t)
-            ys.append(warmup["eval_success"])
+        warmup = json.loads((phase / "warmup.json").read_text())
+        t += warmup["seconds"]
+        xs.append(t)
+        ys.append(warmup["eval_success"])
         history = [json.loads(x) for x in (phase / "metrics.jsonl").read_text().splitlines()]
         offset = len(steps)
         for h in history:

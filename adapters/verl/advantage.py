@@ -11,13 +11,24 @@ VERL gives an estimator only the rewards, the mask and the ``uid`` of each row, 
 loops record ``uid -> episode`` as they run, and ``team_grpo`` reads that map and then calls
 VERL's own ``compute_grpo_outcome_advantage`` with episode ids in place of uids. The loops run
 in agent-loop worker actors and the estimator in the trainer actor, so when Ray is up the map
-lives in a *detached* named actor (``teamgym/teamgym_team_registry``): a non-detached actor
-would be collected as soon as the worker that made it dropped its handle. A uid that has no
-record is an error, never a silent fallback to per-uid groups.
+lives in a named actor of the job (``teamgym/teamgym_team_registry:<job id>``), owned by the
+first worker that records (a worker lives as long as the job): its records belong to that job,
+another job on the same cluster has its own, and Ray removes it when the job ends. A uid that
+has no record is an error, never a silent fallback to per-uid groups.
+
+Rows that are not episodes' trajectories get a zero advantage and enter no group:
+
+* VERL's **padding rows** (``trainer/ppo/padding_utils.py``: the v1 trainer pads the batch to a
+  multiple of its data-parallel and mini-batch sizes with synthetic rows whose uid is ``pad`` +
+  32 hex digits, a one-token response with ``response_mask`` 0 and zero reward);
+* a **group of one** (a lone trajectory has no baseline: VERL's ``grpo`` would give it its raw
+  score). The agent loop already drops an episode seed that kept fewer than two complete
+  copies (see :mod:`teamgym.adapters.verl.agent_loop`), so both estimators see the same rows.
 """
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from typing import Any
 
@@ -29,6 +40,7 @@ __all__ = [
     "TEAM_ESTIMATOR",
     "TeamRecordMissingError",
     "compute_team_grpo_advantage",
+    "is_padding_uid",
     "record_team",
     "team_keys",
 ]
@@ -36,8 +48,10 @@ __all__ = [
 TEAM_ESTIMATOR = "team_grpo"
 REGISTRY_NAME = "teamgym_team_registry"
 REGISTRY_NAMESPACE = "teamgym"
-#: Records kept (oldest dropped first): a few thousand steps of large batches.
-REGISTRY_CAPACITY = 2_000_000
+#: Records kept per job (oldest dropped first): a uid is read once, in the step that made it.
+REGISTRY_CAPACITY = 1_000_000
+#: VERL's synthetic padding uid (``padding_utils.upsample_batch_to_divisible_size``).
+_PADDING_UID = re.compile(r"pad[0-9a-f]{32}")
 
 
 class TeamRecordMissingError(RuntimeError):
@@ -60,33 +74,48 @@ class _TeamRegistry:
     def get(self, uids: list[str]) -> list[str | None]:
         return [self.teams.get(u) for u in uids]
 
+    def size(self) -> int:
+        return len(self.teams)
+
 
 _LOCAL = _TeamRegistry()
 """Owned by :func:`record_team` / :func:`team_keys`: this process's records (the CPU trainer and
 the legacy in-process worker read them here), bounded like the Ray actor's."""
 
+_RAY_REGISTRY: dict[str, Any] = {}
+"""Owned by :func:`_ray_registry`: this process's handle on its job's registry actor, kept for
+the life of the process (a non-detached actor lives while its creator does)."""
+
+
+def registry_name() -> str:
+    """The name of this job's registry actor (``teamgym_team_registry:<job id>``)."""
+    import ray
+
+    return f"{REGISTRY_NAME}:{ray.get_runtime_context().get_job_id()}"
+
 
 def _ray_registry(create: bool) -> Any:
-    """The cluster's registry actor (created detached on first use), or None without Ray."""
+    """This job's registry actor (created on first use, owned by the creating process), or None
+    without Ray."""
     try:
         import ray
     except ImportError:
         return None
     if not ray.is_initialized():
         return None
+    name = registry_name()
+    if name in _RAY_REGISTRY:
+        return _RAY_REGISTRY[name]
     if create:
-        return (
+        actor = (
             ray.remote(num_cpus=0)(_TeamRegistry)
-            .options(
-                name=REGISTRY_NAME,
-                namespace=REGISTRY_NAMESPACE,
-                lifetime="detached",
-                get_if_exists=True,
-            )
+            .options(name=name, namespace=REGISTRY_NAMESPACE, get_if_exists=True)
             .remote()
         )
+        _RAY_REGISTRY[name] = actor
+        return actor
     try:
-        return ray.get_actor(REGISTRY_NAME, namespace=REGISTRY_NAMESPACE)
+        return ray.get_actor(name, namespace=REGISTRY_NAMESPACE)
     except ValueError:
         return None
 
@@ -100,24 +129,33 @@ async def record_team(uid: str, team: str) -> None:
         await actor.put.remote(uid, team)
 
 
+def is_padding_uid(uid: str) -> bool:
+    """Whether ``uid`` is one of VERL's synthetic padding rows (v1's batch balancing)."""
+    return bool(_PADDING_UID.fullmatch(str(uid)))
+
+
 def team_keys(uids: np.ndarray) -> np.ndarray:
-    """Episode key per uid; raises :class:`TeamRecordMissingError` for a uid never recorded."""
+    """Episode key per uid (VERL's padding rows keep their own uid); raises
+    :class:`TeamRecordMissingError` for any other uid never recorded."""
     uids_list = [str(u) for u in uids]
     found = _LOCAL.get(uids_list)
-    if any(f is None for f in found):
+    if any(f is None and not is_padding_uid(u) for f, u in zip(found, uids_list, strict=True)):
         actor = _ray_registry(create=False)
         if actor is not None:
             import ray
 
             remote = ray.get(actor.get.remote(uids_list))
             found = [f if f is not None else r for f, r in zip(found, remote, strict=True)]
+    found = [
+        u if f is None and is_padding_uid(u) else f for f, u in zip(found, uids_list, strict=True)
+    ]
     missing = [u for u, f in zip(uids_list, found, strict=True) if f is None]
     if missing:
         raise TeamRecordMissingError(
             f"team_grpo: {len(missing)} of {len(found)} rows have no recorded episode "
             f"(first: {missing[0]}). Their trajectories were not made by teamgym's agent loop "
             "(check the rows' agent_name and rollout.agent.default_agent_loop), or the loop "
-            "ran in a process that cannot reach this one (no Ray, or another Ray cluster). "
+            "ran in a process that cannot reach this one (no Ray, or another Ray job). "
             "Use adv_estimator=grpo for per-row groups."
         )
     return np.array(found, dtype=object)
@@ -133,11 +171,29 @@ def compute_team_grpo_advantage(
     config: Any = None,
     **_: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """GRPO with one group per episode seed (all agents, all rollouts): VERL's own formula."""
+    """GRPO with one group per episode seed (all agents, all rollouts): VERL's own formula;
+    padding rows and groups of one get a zero advantage (see the module docstring)."""
     if config is not None:
         norm_adv_by_std_in_grpo = bool(
             getattr(config, "norm_adv_by_std_in_grpo", norm_adv_by_std_in_grpo)
         )
-    return core_algos.compute_grpo_outcome_advantage(
-        token_level_rewards, response_mask, team_keys(index), epsilon, norm_adv_by_std_in_grpo
-    )
+    keys = team_keys(index)
+    counts: dict[str, int] = {}
+    for key in keys:
+        counts[key] = counts.get(key, 0) + 1
+    scored = [
+        i for i, (u, k) in enumerate(zip(index, keys, strict=True))
+        if not is_padding_uid(u) and counts[k] > 1
+    ]  # fmt: skip
+    advantages = torch.zeros_like(token_level_rewards)
+    if scored:
+        rows = torch.tensor(scored, dtype=torch.long)
+        adv, _ = core_algos.compute_grpo_outcome_advantage(
+            token_level_rewards[rows],
+            response_mask[rows],
+            keys[scored],
+            epsilon,
+            norm_adv_by_std_in_grpo,
+        )
+        advantages[rows] = adv.to(advantages.dtype)
+    return advantages, advantages

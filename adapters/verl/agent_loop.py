@@ -19,7 +19,10 @@ Episodes that do not finish normally: when a teammate's loop crashed, a turn tim
 loop of that episode raises :class:`EpisodeIncomplete` with the reason instead of returning a
 trajectory of truncated returns. VERL's v1 worker then writes no trajectory for those sessions
 and marks their groups ``failure``: they are left out of the update, and the GRPO statistics of
-each group are taken over its complete sessions. The legacy worker fails the step.
+each group are taken over its complete sessions. A training row left with a single complete
+copy (``rollout.n`` >= 2, every other copy aborted) raises too, once its siblings have settled:
+a group of one has no baseline, and VERL's ``grpo`` would give it its raw score as advantage.
+The legacy worker fails the step.
 
 Response budget: VERL caps each trajectory at ``rollout.response_length`` tokens. When an
 agent's budget runs out mid-episode its trajectory stops growing, and the agent keeps playing
@@ -29,6 +32,7 @@ teammates never wait and its ``reward_score`` still counts the whole episode.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -72,6 +76,49 @@ LOGGED_METRICS = (
 class EpisodeIncomplete(RuntimeError):
     """The episode ended abnormally (a teammate crashed, a turn timed out, agents missing):
     its trajectories must not be trained on."""
+
+
+class _Quorum:
+    """The copies of one row (one ``uid``: ``rollout.n`` sessions in one worker) that finish
+    together: a copy that completed while every other copy failed would be a GRPO group of one,
+    with no baseline (VERL's ``grpo`` would give it its raw score as advantage), so it is
+    dropped too. Copies start before their first ``await`` (VERL creates a row's sessions
+    together), so ``started`` is complete before any copy settles."""
+
+    def __init__(self, uid: str, enforce: bool) -> None:
+        self.uid, self.enforce = uid, enforce
+        self.started = self.settled = self.complete = 0
+        self.done = asyncio.Event()
+
+    @classmethod
+    def join(cls, uid: str, enforce: bool) -> _Quorum:
+        group = _QUORUMS.get(uid)
+        if group is None or group.done.is_set():
+            group = _QUORUMS[uid] = cls(uid, enforce)
+        group.started += 1
+        return group
+
+    async def settle(self, complete: bool) -> None:
+        """Report this copy's outcome; a complete copy waits for its siblings and raises
+        :class:`EpisodeIncomplete` when it is the only complete one of two or more."""
+        self.settled += 1
+        self.complete += int(complete)
+        if self.settled == self.started:
+            self.done.set()
+            if _QUORUMS.get(self.uid) is self:
+                del _QUORUMS[self.uid]
+        if not complete:
+            return
+        await self.done.wait()
+        if self.enforce and self.started >= 2 and self.complete < 2:
+            raise EpisodeIncomplete(
+                f"row {self.uid}: no other of its {self.started} copies finished, so this one "
+                "would be a GRPO group of one (no baseline): left out with them"
+            )
+
+
+_QUORUMS: dict[str, _Quorum] = {}
+"""Owned by :class:`_Quorum`: the rows whose copies are in flight in this process."""
 
 
 def end_of_turn_ids(tokenizer: Any) -> list[int]:
@@ -161,11 +208,18 @@ class TeamAgentLoop(AgentLoopBase):
         info = kwargs["extra_info"]
         key = (str(info["episode"]), str(info["agent"]))
         entry = _SLOTS.setdefault(key, [0, 0])  # no await before this: row order
-        slot = entry[0]
+        slot = entry[0] if kwargs.get("session_id") is None else int(kwargs["session_id"])
         entry[0] += 1
         entry[1] += 1
+        group = _Quorum.join(str(kwargs.get("uid", key)), info.get("split") != "val")
         try:
-            return await self._play(sampling_params, slot, **kwargs)
+            output = await self._play(sampling_params, slot, **kwargs)
+        except BaseException:
+            await group.settle(False)
+            raise
+        else:
+            await group.settle(True)  # raises EpisodeIncomplete for a lone survivor
+            return output
         finally:
             entry[1] -= 1
             if entry[1] == 0 and _SLOTS.get(key) is entry:

@@ -1,16 +1,25 @@
 """Start-up checks of a VERL configuration for teamgym, and where our config files live.
 
 VERL's trainer splits a batch across agent-loop workers by plain chunking, sends the whole
-validation set as one batch, and (with ``filter_overlong_prompts``) drops single rows; any of
-these can separate the agents of one episode. :func:`validate_config` refuses such a run up
-front with the fix in the message, after checking the dataset against its ``manifest.json``;
-:func:`verl_validate` then runs VERL's own validator, the one ``main_ppo`` runs at start-up.
+validation set as one batch, and several of its features drop, refill or split single rows
+(``filter_overlong_prompts``, DAPO's ``filter_groups``, ``sync_refill_failed_groups``, the async
+trainer modes, a ``gen_batch_size`` that cuts episodes); any of these can separate the agents
+of one episode. :func:`validate_config` refuses such a run up front with the setting and the fix
+in the message, after checking the parquet files VERL will load (``data.train_files``,
+``data.val_files``) against their ``manifest.json``; :func:`check_engine` refuses a rollout
+backend that is not installed; :func:`check_resources` counts what Ray must reserve (TransferQueue,
+verl's GPU bundles) against the cluster; :func:`verl_validate` then runs VERL's own validator,
+the one ``main_ppo`` runs at start-up. Row changes VERL makes that teamgym handles (batch padding,
+failed groups) are described in :mod:`teamgym.adapters.verl.advantage`.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import math
 import os
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +30,11 @@ from teamgym.names import AGENT_LOOP_NAME
 __all__ = [
     "AGENT_LOOP_CONFIG",
     "CONFIG_DIR",
+    "ENGINE_EXTRAS",
     "TeamConfigError",
     "agent_loop_settings",
+    "check_engine",
+    "check_resources",
     "validate_config",
     "verl_validate",
     "write_agent_loop_yaml",
@@ -32,6 +44,15 @@ CONFIG_DIR = Path(__file__).resolve().parent / "config"
 #: The agent-loop registry file to pass as ``actor_rollout_ref.rollout.agent.agent_loop_config_path``.
 AGENT_LOOP_CONFIG = CONFIG_DIR / "agent_loop.yaml"
 SUPPORTED_ESTIMATORS = ("grpo", "team_grpo")
+#: verl rollout backend -> (the module it imports, the teamgym extra that installs it).
+ENGINE_EXTRAS = {
+    "vllm": ("vllm", "vllm"),
+    "sglang": ("sglang", "sglang"),
+    "trtllm": ("tensorrt_llm", None),
+}
+#: CPUs verl's v1 trainer puts in each GPU bundle of its placement groups (``ResourcePoolManager``'s
+#: default ``max_colocate_count``, ``single_controller/ray/base.py``).
+CPUS_PER_GPU_BUNDLE = 3
 
 # ``${teamgym.tokens:P,R,K}`` = K * (P + R): token budgets derived from the sequence lengths.
 OmegaConf.register_new_resolver(
@@ -88,6 +109,16 @@ def _check_batches(cfg: DictConfig, loop: dict[str, Any], unit: int, val_rows: i
             f"data.train_batch_size={batch} is not a multiple of the {unit} agents per "
             f"episode; use a multiple of {unit} (e.g. {unit * max(1, batch // unit)})"
         )
+    gen = cfg.data.get("gen_batch_size")
+    if gen and (int(gen) % unit or (v1 and batch % int(gen))):
+        raise TeamConfigError(
+            f"data.gen_batch_size={gen}: VERL's dataloader fetches rows {gen} at a time, which "
+            f"cuts episodes of {unit} agents; use a multiple of {unit}"
+            + (f" that divides data.train_batch_size={batch}" if v1 else "")
+            + ", or null"
+        )
+    if gen and not v1:
+        batch = int(gen)  # the legacy trainer rolls out gen_batch_size rows per step
     if local_hub and (batch % workers or (batch // workers) % unit):
         raise TeamConfigError(
             f"with hub: local, each of the {workers} agent-loop workers must receive whole episodes: "
@@ -139,43 +170,86 @@ def _check_prompts(cfg: DictConfig, manifest: Any) -> list[str]:
     return []
 
 
-def _check_storage(cfg: DictConfig) -> list[str]:
-    """TransferQueue's storage actors (one CPU each, in a placement group) fit in Ray's CPUs."""
+def _held_cpus(cfg: DictConfig, nodes: Sequence[dict[str, float]]) -> list[float]:
+    """CPUs Ray holds on each node for the run: verl's GPU bundles (``CPUS_PER_GPU_BUNDLE``
+    each, on the GPU nodes), TransferQueue's storage units (one CPU each, round-robin over the
+    nodes) and its controller (one CPU; counted on the first node)."""
+    held = [0.0] * len(nodes)
+    gpus = [int(cfg.trainer.n_gpus_per_node)] * int(cfg.trainer.nnodes)
+    rm = cfg.get("reward", {}).get("reward_model", {})
+    if rm.get("enable") and rm.get("enable_resource_pool"):
+        gpus += [int(rm.n_gpus_per_node)] * int(rm.nnodes)
+    gpu_nodes = sorted(range(len(nodes)), key=lambda i: -nodes[i].get("GPU", 0))
+    for i, count in zip(gpu_nodes, gpus, strict=False):
+        held[i] += CPUS_PER_GPU_BUNDLE * count
     queue = cfg.get("transfer_queue", {}).get("backend", {})
-    if queue.get("storage_backend", "SimpleStorage") != "SimpleStorage":
-        return []
-    units = int(queue.SimpleStorage.num_data_storage_units)
+    if queue.get("storage_backend", "SimpleStorage") == "SimpleStorage":
+        for unit in range(int(queue.SimpleStorage.num_data_storage_units)):
+            held[unit % len(nodes)] += 1
+    held[0] += 1  # TransferQueueController
+    return held
+
+
+def check_resources(cfg: DictConfig, nodes: Sequence[dict[str, float]] | None = None) -> list[str]:
+    """Whether Ray's CPUs hold every reservation of the run (see :func:`_held_cpus`) with one to
+    spare for verl's unreserved actors (the task runner, agent-loop and reward workers need a free
+    CPU to be placed). ``nodes`` are the cluster's nodes (``{"CPU": n, "GPU": m}``, as
+    ``ray.nodes()`` reports them) when connected; else the config's: ``trainer.nnodes`` nodes of
+    ``ray_kwargs.ray_init.num_cpus`` CPUs (refused) or of this machine's CPUs (a warning, since
+    the nodes may be larger). Raises :class:`TeamConfigError` with the fix."""
     cpus = cfg.ray_kwargs.get("ray_init", {}).get("num_cpus")
+    measured = nodes is not None or cpus is not None
+    if nodes is None:
+        per_node = float(cpus if cpus is not None else os.cpu_count() or 1)
+        gpus = float(cfg.trainer.n_gpus_per_node)
+        nodes = [{"CPU": per_node, "GPU": gpus} for _ in range(int(cfg.trainer.nnodes))]
+    nodes = list(nodes)
+    held = _held_cpus(cfg, nodes)
     fix = (
-        "lower transfer_queue.backend.SimpleStorage.num_data_storage_units or give Ray more "
-        "(logical) CPUs with ray_kwargs.ray_init.num_cpus"
+        "lower transfer_queue.backend.SimpleStorage.num_data_storage_units, or give Ray more "
+        "(logical) CPUs (ray_kwargs.ray_init.num_cpus, or `ray start --num-cpus N` on each node)"
     )
-    if cpus is not None and units >= int(cpus):
-        raise TeamConfigError(
-            f"TransferQueue's {units} storage units reserve {units} of Ray's {cpus} CPUs and the "
-            f"trainer needs more: its placement group would wait forever; {fix}"
+    short = [
+        f"node {i}: {h:g} of {n.get('CPU', 0):g} CPUs"
+        for i, (h, n) in enumerate(zip(held, nodes, strict=True))
+        if h > n.get("CPU", 0)
+    ]
+    if short or sum(held) + 1 > sum(n.get("CPU", 0) for n in nodes):
+        detail = (
+            "; ".join(short)
+            or f"{sum(held):g} of {sum(n.get('CPU', 0) for n in nodes):g} CPUs, none spare"
         )
-    if cpus is None and int(cfg.trainer.nnodes) == 1 and units >= (os.cpu_count() or 1):
-        return [
-            f"TransferQueue's {units} storage units need {units} CPUs, this node has {os.cpu_count()}: {fix}"
-        ]
+        message = (
+            f"Ray would hold {detail} ({CPUS_PER_GPU_BUNDLE} per GPU bundle of verl's placement "
+            "groups, 1 per TransferQueue storage unit, 1 for its controller), and the trainer "
+            f"needs one more to start: its placement group would wait forever; {fix}"
+        )
+        if measured:
+            raise TeamConfigError(message)
+        return [f"on nodes of {nodes[0]['CPU']:g} CPUs (this machine's): {message}"]
     return []
 
 
-def validate_config(cfg: DictConfig, dataset_dir: str | Path | None = None) -> list[str]:
-    """Check a composed VERL config (and the dataset in ``dataset_dir``) for a teamgym run;
-    raises :class:`TeamConfigError` with the fix, and returns warnings (also emitted) for
-    choices that run but are probably wrong."""
+def validate_config(
+    cfg: DictConfig, check_data: bool = False, nodes: Sequence[dict[str, float]] | None = None
+) -> list[str]:
+    """Check a composed VERL config for a teamgym run (with ``check_data``, also the parquet
+    files VERL will load, ``data.train_files`` and ``data.val_files``, against their manifests);
+    ``nodes``: the Ray cluster's, when connected (see :func:`check_resources`). Raises
+    :class:`TeamConfigError` with the fix, and returns warnings (also emitted) for choices that
+    run but are probably wrong."""
     loop = _check_settings(cfg)
+    _check_row_changes(cfg)
     notes: list[str] = []
     rollout = cfg.actor_rollout_ref.rollout
-    if dataset_dir is not None:
-        from teamgym.adapters.verl.dataset import check_dataset
+    if check_data:
+        from teamgym.adapters.verl.dataset import check_files
 
-        manifest = check_dataset(dataset_dir)
+        manifest = check_files(cfg.data.train_files, cfg.data.get("val_files"))
         _check_batches(cfg, loop, manifest.rows_per_episode, manifest.val_rows)
         notes += _check_prompts(cfg, manifest)
-    notes += _check_storage(cfg)
+    notes += _check_padding(cfg)
+    notes += check_resources(cfg, nodes)
     estimator = str(cfg.algorithm.adv_estimator)
     if estimator not in SUPPORTED_ESTIMATORS:
         notes.append(
@@ -194,6 +268,89 @@ def validate_config(cfg: DictConfig, dataset_dir: str | Path | None = None) -> l
     for note in notes:
         warnings.warn(note, stacklevel=2)
     return notes
+
+
+def _check_row_changes(cfg: DictConfig) -> None:
+    """VERL features that evict and refill single rows (each row is one agent of an episode, so
+    a refill brings an agent without its teammates), refused with the setting and the fix."""
+    v1 = cfg.trainer.get("v1", {})
+    if cfg.trainer.get("use_v1", True) and v1.get("trainer_mode", "sync") != "sync":
+        raise TeamConfigError(
+            f"trainer.v1.trainer_mode={v1.trainer_mode}: VERL's async modes fetch prompts one row "
+            "at a time (gen_batch_size forced to 1) and evict stale groups (partial rollouts past "
+            "trainer.v1.sampler.max_off_policy_threshold) to refill them row by row, which splits "
+            "the agents of an episode; use trainer.v1.trainer_mode=sync"
+        )
+    if (cfg.algorithm.get("filter_groups") or {}).get("enable"):
+        raise TeamConfigError(
+            "algorithm.filter_groups.enable=true (DAPO): VERL evicts each group whose rewards are "
+            "all equal and refills it with single dataset rows, i.e. one agent without its "
+            "teammates; set algorithm.filter_groups.enable=false"
+        )
+    sampler = v1.get("sampler", {})
+    if sampler.get("sync_refill_failed_groups"):
+        raise TeamConfigError(
+            "trainer.v1.sampler.sync_refill_failed_groups=true: VERL refills a failed group with a "
+            "single dataset row, i.e. one agent without its teammates; set it to false (teamgym "
+            "leaves an aborted episode out of the update instead: see the README)"
+        )
+    custom = sampler.get("custom_sampler", {}) or {}
+    if custom.get("path") or custom.get("name"):
+        raise TeamConfigError(
+            f"trainer.v1.sampler.custom_sampler={custom.get('path')}:{custom.get('name')}: teamgym "
+            "cannot check what a custom replay buffer does to the rows of an episode; unset it"
+        )
+
+
+def _check_padding(cfg: DictConfig) -> list[str]:
+    """The v1 trainer pads every batch to a multiple of lcm(data-parallel size, mini-batch
+    rows) with synthetic rows (zero advantage, see :mod:`.advantage`): refused when the mini-batch
+    is larger than the batch (most of each step would be padding), noted otherwise."""
+    actor, rollout = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
+    batch, mini, n = int(cfg.data.train_batch_size), int(actor.ppo_mini_batch_size), int(rollout.n)
+    if mini > batch:
+        raise TeamConfigError(
+            f"actor.ppo_mini_batch_size={mini} exceeds data.train_batch_size={batch}: VERL would "
+            f"pad every step's {batch * n} rows up to {mini * n} with synthetic rows that train "
+            f"nothing (VERL skips this check under use_dynamic_bsz); set ppo_mini_batch_size <= {batch}"
+        )
+    world = int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.nnodes)
+    sp = int(actor.get("ulysses_sequence_parallel_size", 1) or 1)
+    multiple = math.lcm(max(1, world // sp), mini * n)
+    rows = batch * n
+    if rows % multiple:
+        pad = multiple - rows % multiple
+        return [
+            f"each step's {rows} rows are not a multiple of lcm(data-parallel size, "
+            f"ppo_mini_batch_size x n) = {multiple}: VERL pads them with {pad} synthetic rows "
+            "(zero advantage, compute spent for nothing) plus one per row an aborted episode loses"
+        ]
+    return []
+
+
+def check_engine(cfg: DictConfig) -> None:
+    """The rollout backend is one verl knows, and its engine is installed here: a missing vLLM
+    would otherwise fail only when the rollout servers start, after the model is loaded."""
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+    name = str(cfg.actor_rollout_ref.rollout.name)
+    known = sorted(RolloutReplicaRegistry._registry)
+    if name not in known:
+        raise TeamConfigError(
+            f"actor_rollout_ref.rollout.name={name} is not a rollout backend verl knows "
+            f"(registered: {', '.join(known)})"
+        )
+    module, extra = ENGINE_EXTRAS.get(name, (None, None))
+    if module is not None and importlib.util.find_spec(module) is None:
+        how = (
+            f"pip install 'teamgym[{extra}]' (from a clone: pip install -e '.[{extra}]'), which "
+            "pins the versions verl 0.9.1 pins"
+            if extra
+            else f"install {module} as verl's documentation says"
+        )
+        raise TeamConfigError(
+            f"actor_rollout_ref.rollout.name={name}, but {module} cannot be imported here: {how}"
+        )
 
 
 def _check_settings(cfg: DictConfig) -> dict[str, Any]:

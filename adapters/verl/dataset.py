@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ __all__ = [
     "PromptTooLongError",
     "build_dataset",
     "check_dataset",
+    "check_files",
     "episode_rows",
     "prompt_token_lengths",
 ]
@@ -217,34 +218,81 @@ class DatasetMismatchError(ValueError):
 
 
 def check_dataset(dataset_dir: str | Path) -> DatasetManifest:
-    """Compare ``train.parquet`` and ``val.parquet`` with ``manifest.json``: row counts, and
-    every episode's rows adjacent and complete (what the episode hub relies on). Returns the
-    manifest; raises :class:`DatasetMismatchError` saying what differs."""
+    """Compare ``train.parquet`` and ``val.parquet`` in ``dataset_dir`` with its
+    ``manifest.json`` (see :func:`check_files`)."""
+    root = Path(dataset_dir)
+    return check_files([root / "train.parquet"], [root / "val.parquet"])
+
+
+def _file_list(files: Any) -> list[Path]:
+    """VERL's ``data.train_files`` / ``val_files``: one path or a list of them."""
+    if files is None:
+        return []
+    if isinstance(files, str | Path):
+        return [Path(files)]
+    return [Path(str(f)) for f in files]
+
+
+def _check_file(path: Path) -> tuple[DatasetManifest, int]:
+    """One parquet file against the ``manifest.json`` beside it: its row count when it is the
+    manifest's ``train``/``val`` file, and every episode's rows adjacent and complete."""
     import itertools
 
     import pyarrow.parquet as pq
 
-    root = Path(dataset_dir)
-    manifest = DatasetManifest(**json.loads((root / "manifest.json").read_text()))
-    unit = manifest.rows_per_episode
-    for split, expected in (("train", manifest.train_rows), ("val", manifest.val_rows)):
-        infos = pq.read_table(root / f"{split}.parquet", columns=["extra_info"]).column(
-            "extra_info"
+    if not path.is_file():
+        raise DatasetMismatchError(f"{path} does not exist: build it with `teamgym verl-data`")
+    meta = path.parent / "manifest.json"
+    if not meta.is_file():
+        raise DatasetMismatchError(
+            f"{path} has no manifest.json beside it, so teamgym cannot check that its episodes "
+            "are whole: point data.train_files / data.val_files at files `teamgym verl-data` wrote"
         )
-        episodes = [info["episode"] for info in infos.to_pylist()]
-        if len(episodes) != expected:
+    manifest = DatasetManifest(**json.loads(meta.read_text()))
+    infos = pq.read_table(path, columns=["extra_info"]).column("extra_info").to_pylist()
+    expected = {"train.parquet": manifest.train_rows, "val.parquet": manifest.val_rows}.get(
+        path.name
+    )
+    if expected is not None and len(infos) != expected:
+        raise DatasetMismatchError(
+            f"{path} has {len(infos)} rows, manifest.json says {expected}: "
+            "rebuild the dataset with `teamgym verl-data` instead of editing it"
+        )
+    unit, seen = manifest.rows_per_episode, set()
+    for key, group in itertools.groupby(info["episode"] for info in infos):
+        size = len(list(group))
+        if key in seen or size != unit:
             raise DatasetMismatchError(
-                f"{root / split}.parquet has {len(episodes)} rows, manifest.json says {expected}: "
-                "rebuild the dataset with `teamgym verl-data` instead of editing it"
+                f"{path}: episode {key} has {size} adjacent rows "
+                f"{'again ' if key in seen else ''}where manifest.json says {unit} per "
+                "episode, together: rebuild the dataset with `teamgym verl-data`"
             )
-        seen: set[str] = set()
-        for key, group in itertools.groupby(episodes):
-            size = len(list(group))
-            if key in seen or size != unit:
-                raise DatasetMismatchError(
-                    f"{root / split}.parquet: episode {key} has {size} adjacent rows "
-                    f"{'again ' if key in seen else ''}where manifest.json says {unit} per "
-                    "episode, together: rebuild the dataset with `teamgym verl-data`"
-                )
-            seen.add(key)
-    return manifest
+        seen.add(key)
+    return manifest, len(infos)
+
+
+def check_files(train_files: Any, val_files: Any = None) -> DatasetManifest:
+    """Check the parquet files VERL will load (``data.train_files``, ``data.val_files``: a path
+    or a list) against the ``manifest.json`` beside each: row counts, and every episode's rows
+    adjacent and complete (what the episode hub relies on). Returns the first train file's
+    manifest with the row counts of all the files; raises :class:`DatasetMismatchError` saying
+    what differs."""
+    train = [_check_file(p) for p in _file_list(train_files)]
+    val = [_check_file(p) for p in _file_list(val_files)]
+    if not train:
+        raise DatasetMismatchError(
+            "data.train_files is empty: point it at `teamgym verl-data` output"
+        )
+    units = {m.rows_per_episode for m, _ in train + val}
+    if len(units) > 1:
+        raise DatasetMismatchError(
+            f"data.train_files and data.val_files mix datasets of {sorted(units)} rows per "
+            "episode: VERL's batches would cut episodes; use files of one team size"
+        )
+    measured = [m.max_prompt_tokens for m, _ in train + val]
+    return replace(
+        train[0][0],
+        train_rows=sum(rows for _, rows in train),
+        val_rows=sum(rows for _, rows in val),
+        max_prompt_tokens=None if None in measured else max(t for t in measured if t is not None),
+    )

@@ -26,11 +26,12 @@ from teamgym.adapters.verl.config import (
     CONFIG_DIR,
     TeamConfigError,
     agent_loop_settings,
+    check_engine,
     validate_config,
     verl_validate,
 )
 
-__all__ = ["AGENT_LOOP_ENV", "compose_config", "main", "setup_worker"]
+__all__ = ["AGENT_LOOP_ENV", "cluster_nodes", "compose_config", "main", "setup_worker"]
 
 #: Environment variable carrying the ``teamgym_agent`` registry entry (JSON) to Ray workers.
 AGENT_LOOP_ENV = "TEAMGYM_AGENT_LOOP"
@@ -77,6 +78,30 @@ def runtime_config(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
+def cluster_nodes(cfg: DictConfig) -> list[dict[str, float]] | None:
+    """The alive nodes' CPUs and GPUs of the Ray cluster the run will join, when there is one to
+    ask (Ray already up in this process, or ``ray_kwargs.ray_init.address`` / ``RAY_ADDRESS``
+    naming a running cluster); None when ``main_ppo`` will start a local one."""
+    import ray
+
+    address = cfg.ray_kwargs.get("ray_init", {}).get("address") or os.environ.get("RAY_ADDRESS")
+    started = False
+    if not ray.is_initialized():
+        if not address or address == "local":
+            return None
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        started = True
+    try:
+        return [
+            {"CPU": float(n["Resources"].get("CPU", 0)), "GPU": float(n["Resources"].get("GPU", 0))}
+            for n in ray.nodes()
+            if n.get("Alive")
+        ]
+    finally:
+        if started:
+            ray.shutdown()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns a process exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -89,7 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         cfg = compose_config(args)
-        validate_config(cfg, dataset_dir=cfg.teamgym.dataset_dir)
+        validate_config(cfg, check_data=True, nodes=cluster_nodes(cfg))
+        check_engine(cfg)
         verl_validate(cfg)
     except (
         TeamConfigError,
@@ -97,6 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         HydraException,
         OmegaConfBaseException,
         FileNotFoundError,
+        ConnectionError,  # a Ray address that does not answer
     ) as exc:
         print(f"teamgym: invalid configuration: {exc}", file=sys.stderr)
         return 2

@@ -542,3 +542,40 @@ def test_stop_strings_end_a_reply_and_reach_the_server(
     assert stop_text in tokenizer.decode(cut)  # kept, like include_stop_str_in_output
     assert stop_text not in tokenizer.decode(cut[:-1])  # and nothing after the first token
     assert cut == free[: len(cut)] and len(logprobs) == len(cut) < len(free)
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "enforce", "kept"),
+    [
+        ([True, False], True, 0),  # a lone survivor: a GRPO group of one, dropped
+        ([False, True], True, 0),  # whichever finishes first
+        ([True, True, False], True, 2),  # two survivors are a group: kept
+        ([True, False], False, 1),  # validation rows: nothing is trained, metrics kept
+        ([True], True, 1),  # rollout.n=1: no group to speak of
+    ],
+)
+def test_a_row_with_one_complete_copy_is_dropped(outcomes, enforce, kept) -> None:
+    from teamgym.adapters.verl.agent_loop import _Quorum
+
+    async def copy(group, complete: bool, delay: float) -> str:
+        await asyncio.sleep(delay)
+        if not complete:
+            await group.settle(False)
+            raise RuntimeError("aborted episode")
+        await group.settle(True)
+        return "trajectory"
+
+    async def main():
+        groups = [_Quorum.join("row-uid", enforce) for _ in outcomes]  # started before any await
+        return await asyncio.gather(
+            *(
+                copy(g, ok, 0.01 * i)
+                for i, (g, ok) in enumerate(zip(groups, outcomes, strict=True))
+            ),
+            return_exceptions=True,
+        )
+
+    results = asyncio.run(main())
+    assert sum(r == "trajectory" for r in results) == kept, results
+    dropped = [r for r, ok in zip(results, outcomes, strict=True) if ok and r != "trajectory"]
+    assert all(isinstance(r, EpisodeIncomplete) and "group of one" in str(r) for r in dropped)

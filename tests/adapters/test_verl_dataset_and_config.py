@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -72,7 +73,10 @@ def test_verl_rlhf_dataset_reads_our_parquet(tmp_path: Path, tokenizer) -> None:
 
 def _cfg(dataset_dir, *overrides):
     small = "transfer_queue.backend.SimpleStorage.num_data_storage_units=1"  # 2-core machine
-    return compose_config([f"teamgym.dataset_dir={dataset_dir}", small, *overrides])
+    cpus = "ray_kwargs.ray_init.num_cpus=64"  # a GPU node's CPUs (8 GPU bundles hold 24)
+    if any(o.startswith("ray_kwargs.ray_init.num_cpus=") for o in overrides):
+        cpus = "trainer.nnodes=1"
+    return compose_config([f"teamgym.dataset_dir={dataset_dir}", small, cpus, *overrides])
 
 
 def test_validation_refuses_what_would_split_episodes(dataset_dir) -> None:
@@ -87,9 +91,9 @@ def test_validation_refuses_what_would_split_episodes(dataset_dir) -> None:
         == []
     )
     with pytest.raises(TeamConfigError, match="data.shuffle=False"):
-        validate_config(_cfg(dataset_dir, "data.shuffle=true"), dataset_dir)
+        validate_config(_cfg(dataset_dir, "data.shuffle=true"), check_data=True)
     with pytest.raises(TeamConfigError, match="not a multiple of the 2 agents"):
-        validate_config(_cfg(dataset_dir, "data.train_batch_size=7"), dataset_dir)
+        validate_config(_cfg(dataset_dir, "data.train_batch_size=7"), check_data=True)
     with pytest.raises(TeamConfigError, match="whole episodes.*hub: ray"):
         validate_config(
             _cfg(
@@ -97,19 +101,21 @@ def test_validation_refuses_what_would_split_episodes(dataset_dir) -> None:
                 "data.train_batch_size=6",
                 "actor_rollout_ref.rollout.agent.num_workers=2",
             ),
-            dataset_dir,
+            check_data=True,
         )
     with pytest.raises(TeamConfigError, match="agent_loop_config_path"):
         validate_config(
             _cfg(dataset_dir, "actor_rollout_ref.rollout.agent.agent_loop_config_path=null"),
-            dataset_dir,
+            check_data=True,
         )
     one_worker = "actor_rollout_ref.rollout.agent.num_workers=1"
     with pytest.warns(UserWarning, match="n >= 2"):
-        validate_config(_cfg(dataset_dir, "actor_rollout_ref.rollout.n=1", one_worker), dataset_dir)
+        validate_config(
+            _cfg(dataset_dir, "actor_rollout_ref.rollout.n=1", one_worker), check_data=True
+        )
     # v1 sends the 4 validation rows as one batch: 8 workers would get one row each
     with pytest.raises(TeamConfigError, match="validation batch of 4 rows cut across 8"):
-        validate_config(_cfg(dataset_dir), dataset_dir)
+        validate_config(_cfg(dataset_dir), check_data=True)
     with pytest.raises(TeamConfigError, match="filter_overlong_prompts"):
         validate_config(_cfg(dataset_dir, one_worker, "data.filter_overlong_prompts=true"))
     budget = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=1000"
@@ -143,6 +149,13 @@ def test_gpu_recipe_builds_its_dataset_and_validates_in_ci(tmp_path: Path) -> No
     bin_dir = Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin"
     env = {
         **os.environ,
+        # the rollout backend: our test-only CPU one, registered through verl's plugin hook (the
+        # default, vllm, is refused below: it is not installed here)
+        "ROLLOUT": "teamgym_cpu",
+        "VERL_USE_EXTERNAL_MODULES": "teamgym_verl_cpu",
+        "PYTHONPATH": os.pathsep.join(
+            [str(REPO / "tests" / "adapters" / "verl_cpu"), os.environ.get("PYTHONPATH", "")]
+        ),
         "CHECK_ONLY": "1",
         "TRAIN_EPISODES": "32",
         "VAL_EPISODES": "8",
@@ -182,6 +195,15 @@ def test_gpu_recipe_builds_its_dataset_and_validates_in_ci(tmp_path: Path) -> No
     )
     assert verl_says_no.returncode == 2
     assert "VERL rejects the configuration" in verl_says_no.stderr
+    if importlib.util.find_spec("vllm") is None:  # the recipe's default engine, not installed
+        no_engine = subprocess.run(
+            ["bash", str(REPO / "scripts" / "train_verl_grpo.sh")],
+            env={**env, "ROLLOUT": "vllm"},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert no_engine.returncode == 2 and "pip install 'teamgym[vllm]'" in no_engine.stderr
 
 
 def test_kl_watch_flags_steps_above_target(tmp_path: Path) -> None:
@@ -197,10 +219,15 @@ def test_kl_watch_flags_steps_above_target(tmp_path: Path) -> None:
     assert [a.split(":")[0] for a in alerts] == ["step 2", "step 4"]
 
 
-def test_check_only_runs_verls_own_validator(dataset_dir, capsys) -> None:
+def test_check_only_runs_verls_own_validator(dataset_dir, capsys, monkeypatch) -> None:
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
     from teamgym.adapters.verl.train import main
 
+    # a rollout backend a plugin registered (verl's registry API), so no engine is needed here
+    monkeypatch.setitem(RolloutReplicaRegistry._registry, "teamgym_cpu", lambda: None)
     base = [
+        "actor_rollout_ref.rollout.name=teamgym_cpu",
         f"teamgym.dataset_dir={dataset_dir}",
         "actor_rollout_ref.rollout.agent.num_workers=1",
         "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
@@ -249,5 +276,137 @@ def test_verl_data_measures_prompts_with_the_models_tokenizer(tmp_path: Path, mo
     with pytest.raises(TeamConfigError, match=f"longest prompt is {m.max_prompt_tokens} tokens"):
         validate_config(
             _cfg(tmp_path / "ok", limit, "actor_rollout_ref.rollout.agent.num_workers=1"),
-            tmp_path / "ok",
+            check_data=True,
         )
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        ("trainer.v1.trainer_mode=separate_async", "trainer.v1.trainer_mode=separate_async"),
+        ("trainer.v1.trainer_mode=colocate_async", "use trainer.v1.trainer_mode=sync"),
+        ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.enable=false"),
+        ("trainer.v1.sampler.sync_refill_failed_groups=true", "sync_refill_failed_groups=true"),
+        ("trainer.v1.sampler.custom_sampler.path=my.py", "custom_sampler=my.py"),
+        ("+data.gen_batch_size=3", "data.gen_batch_size=3.*multiple of 2"),
+        ("+data.gen_batch_size=4", "that divides data.train_batch_size=6"),
+        ("actor_rollout_ref.actor.ppo_mini_batch_size=8", "ppo_mini_batch_size=8 exceeds"),
+    ],
+)
+def test_verl_features_that_split_or_refill_rows_are_refused(dataset_dir, override, named) -> None:
+    """Each names the setting and the fix; every other row-changing feature is handled (see
+    test_verl_v1: padding, failed groups) and trained through main_ppo (test_verl_main_ppo)."""
+    base = ["data.train_batch_size=6", "actor_rollout_ref.rollout.agent.num_workers=1"]
+    with pytest.raises(TeamConfigError, match=named):
+        validate_config(_cfg(dataset_dir, *base, override), check_data=True)
+
+
+def test_gen_batch_size_of_whole_episodes_is_accepted(dataset_dir) -> None:
+    base = ["data.train_batch_size=6", "actor_rollout_ref.rollout.agent.num_workers=1"]
+    with pytest.warns(UserWarning, match="not measured"):  # the one note: no tokenizer here
+        notes = validate_config(_cfg(dataset_dir, *base, "+data.gen_batch_size=2"), check_data=True)
+    assert len(notes) == 1
+
+
+def test_padding_verl_will_add_is_announced(dataset_dir) -> None:
+    sizes = [
+        "data.train_batch_size=6",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.rollout.n=2",
+        "trainer.n_gpus_per_node=2",
+        "actor_rollout_ref.rollout.agent.num_workers=1",
+    ]
+    with pytest.warns(
+        UserWarning, match="12 rows are not a multiple of .* = 8: VERL pads them with 4"
+    ):
+        validate_config(_cfg(dataset_dir, *sizes), check_data=True)
+
+
+def test_check_only_reads_the_files_verl_loads(dataset_dir, tmp_path) -> None:
+    """``data.train_files`` wins over ``teamgym.dataset_dir``: a parquet with a row deleted is
+    refused even when the dataset directory is intact."""
+    from teamgym.adapters.verl.dataset import DatasetMismatchError
+
+    edited = tmp_path / "edited"
+    edited.mkdir()
+    for name in ("manifest.json", "val.parquet"):
+        (edited / name).write_bytes((dataset_dir / name).read_bytes())
+    train = pd.read_parquet(dataset_dir / "train.parquet")
+    train.drop(index=5).to_parquet(edited / "train.parquet", index=False)
+    one = "actor_rollout_ref.rollout.agent.num_workers=1"
+    files = f"data.train_files={edited / 'train.parquet'}"
+    with pytest.warns(UserWarning, match="not measured"):  # the one note: no tokenizer here
+        notes = validate_config(_cfg(dataset_dir, one, "data.train_batch_size=4"), check_data=True)
+    assert len(notes) == 1
+    with pytest.raises(DatasetMismatchError, match="11 rows, manifest.json says 12"):
+        validate_config(_cfg(dataset_dir, one, "data.train_batch_size=4", files), check_data=True)
+    # a renamed copy (no row count to compare with): the split episode is found all the same
+    train.drop(index=5).to_parquet(edited / "mine.parquet", index=False)
+    mine = f"data.train_files=[{edited / 'mine.parquet'}]"
+    with pytest.raises(DatasetMismatchError, match="has 1 adjacent rows"):
+        validate_config(_cfg(dataset_dir, one, "data.train_batch_size=4", mine), check_data=True)
+    (tmp_path / "alone").mkdir()
+    train.to_parquet(tmp_path / "alone" / "train.parquet", index=False)
+    alone = f"data.train_files={tmp_path / 'alone' / 'train.parquet'}"
+    with pytest.raises(DatasetMismatchError, match="no manifest.json beside it"):
+        validate_config(_cfg(dataset_dir, one, "data.train_batch_size=4", alone), check_data=True)
+
+
+def test_resources_count_every_reservation_single_and_multi_node(dataset_dir) -> None:
+    from teamgym.adapters.verl.config import check_resources
+
+    cfg = _cfg(
+        dataset_dir,
+        "trainer.n_gpus_per_node=8",
+        "trainer.nnodes=2",
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units=8",
+    )
+    # per GPU node: 8 bundles x 3 CPUs, 4 storage units (round-robin), the controller on node 0
+    assert check_resources(cfg, [{"CPU": 32, "GPU": 8}, {"CPU": 32, "GPU": 8}]) == []
+    with pytest.raises(TeamConfigError, match="node 0: 29 of 28 CPUs"):
+        check_resources(cfg, [{"CPU": 28, "GPU": 8}, {"CPU": 28, "GPU": 8}])
+    one = _cfg(dataset_dir, "trainer.n_gpus_per_node=2")  # 6 + 1 + 1 = 8, and one spare
+    assert check_resources(one, [{"CPU": 9, "GPU": 2}]) == []
+    with pytest.raises(TeamConfigError, match="8 of 8 CPUs, none spare"):
+        check_resources(one, [{"CPU": 8, "GPU": 2}])
+    # not connected and no num_cpus: this machine's CPUs, a warning (the nodes may be larger)
+    plain = compose_config([f"teamgym.dataset_dir={dataset_dir}"])
+    assert "this machine's" in check_resources(plain)[0]
+
+
+def test_check_only_counts_the_running_clusters_cpus(dataset_dir, capsys) -> None:
+    """Connected to a running Ray instance (3 CPUs, 1 GPU), ``--check-only`` counts 3 CPUs for
+    the GPU bundle, 1 per storage unit and 1 for TransferQueue's controller against it."""
+    import ray
+
+    from teamgym.adapters.verl.train import main
+
+    ray.init(num_cpus=3, num_gpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        args = [
+            "--check-only",
+            f"teamgym.dataset_dir={dataset_dir}",
+            "actor_rollout_ref.rollout.agent.num_workers=1",
+            "data.train_batch_size=4",
+            "trainer.n_gpus_per_node=1",
+            "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+        ]
+        assert main(args) == 2
+        assert "node 0: 5 of 3 CPUs" in capsys.readouterr().err
+    finally:
+        ray.shutdown()
+
+
+def test_check_only_refuses_a_rollout_engine_that_is_not_installed(dataset_dir, capsys) -> None:
+    import importlib.util
+
+    from teamgym.adapters.verl.config import check_engine
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here")
+    with pytest.raises(
+        TeamConfigError, match=r"vllm cannot be imported here: pip install 'teamgym\[vllm\]'"
+    ):
+        check_engine(_cfg(dataset_dir, "actor_rollout_ref.rollout.name=vllm"))
+    with pytest.raises(TeamConfigError, match="not a rollout backend verl knows.*sglang"):
+        check_engine(_cfg(dataset_dir, "actor_rollout_ref.rollout.name=vllmm"))

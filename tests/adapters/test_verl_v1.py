@@ -18,6 +18,7 @@ import ray
 import transfer_queue as tq
 from omegaconf import OmegaConf
 from verl.protocol import DataProto
+from verl.trainer.ppo.padding_utils import upsample_batch_to_divisible_size
 from verl.trainer.ppo.v1 import AgentLoopWorkerTQ
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
@@ -83,11 +84,14 @@ def make_cfg_module(model_dir, dataset_dir, tmp_path_factory, loop_yaml_writer):
 
 
 ROWS = tuple(range(12))  # 6 episodes x 2 agents
+WORKERS: list = []  # the agent-loop workers of this module's Ray job (the first owns the registry)
 
 
-def _rollout(cfg, tokenizer, dataset_dir, reply, rows=ROWS, step=1):
+def _rollout(cfg, tokenizer, dataset_dir, reply, rows=ROWS, step=1, pad_to=None):
     """What the v1 trainer does for one step: uid the rows, register them as pending prompts,
-    run the worker, then sample the finished (or failed) groups from the replay buffer."""
+    run the worker, then sample the finished (or failed) groups from the replay buffer; with
+    ``pad_to``, pad the batch to a multiple of it with VERL's own synthetic rows, as the v1
+    trainer's ``_balance_batch`` does."""
     ds = RLHFDataset(
         data_files=[str(dataset_dir / "train.parquet")], tokenizer=tokenizer, config=cfg.data
     )
@@ -99,6 +103,7 @@ def _rollout(cfg, tokenizer, dataset_dir, reply, rows=ROWS, step=1):
     tags = [{"is_prompt": True, "status": "pending", "global_steps": step} for _ in rows]
     tq.kv_batch_put(keys=uids, partition_id="train", tags=tags)
     worker = AgentLoopWorkerTQ.remote(cfg, ScriptedServer(tokenizer, reply), None, None)
+    WORKERS.append(worker)  # verl's manager keeps its workers for the whole job; so do we
     ray.get(worker.generate_sequences.remote(batch), timeout=120)
     buffer = ReplayBuffer(
         trainer_mode="sync",
@@ -109,7 +114,8 @@ def _rollout(cfg, tokenizer, dataset_dir, reply, rows=ROWS, step=1):
         poll_interval=0.2,
     )
     meta, _ = buffer.sample(global_steps=step, partition_id="train", batch_size=len(rows))
-    ray.kill(worker)  # the process that recorded uid -> episode is gone before the trainer reads
+    if pad_to:
+        meta = upsample_batch_to_divisible_size(meta, pad_to, tokenizer.eos_token_id)
     fields = ["uid", "response_mask", "rm_scores", "extra_info"]
     data = tq.kv_batch_get(keys=meta.keys, partition_id="train", select_fields=fields)
     infos = list(data["extra_info"])
@@ -138,7 +144,8 @@ def _advantages(proto, keys, estimator, cfg):
         proto, batch_keys=keys, adv_estimator=estimator, num_repeat=N, config=cfg.algorithm
     )
     mask = out.batch["response_mask"].bool()
-    return torch.stack([out.batch["advantages"][i][mask[i]][0] for i in range(len(out))])
+    first = [out.batch["advantages"][i][mask[i]][:1] for i in range(len(out))]
+    return torch.stack([a[0] if len(a) else torch.tensor(0.0) for a in first])  # padding: none
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +159,7 @@ def test_v1_worker_replay_buffer_and_advantages(v1, complete_rollout, estimator)
     assert len(keys) == len(ROWS) * N and {k.split("_")[0] for k in keys} == set(uids)
     scores = proto.batch["rm_scores"].sum(-1)
     assert scores.std() > 0, "random play should give varied shared returns"
-    # uid -> episode was recorded in the (now killed) worker actor; this process never saw it
+    # uid -> episode was recorded in the worker actor's registry; this process never saw it
     assert all(u not in advantage._LOCAL.teams for u in uids)
     episodes = [str(i["episode"]) for i in infos]
     assert list(advantage.team_keys(proto.non_tensor_batch["uid"])) == episodes
@@ -162,7 +169,30 @@ def test_v1_worker_replay_buffer_and_advantages(v1, complete_rollout, estimator)
     torch.testing.assert_close(got, _expected(scores, groups), atol=1e-4, rtol=0)
 
 
-def test_v1_excludes_every_trajectory_of_an_aborted_episode(v1, tokenizer, dataset_dir) -> None:
+@pytest.mark.parametrize("estimator", ["grpo", "team_grpo"])
+def test_verls_padding_rows_get_zero_advantage_in_no_group(
+    v1, tokenizer, dataset_dir, estimator
+) -> None:
+    """The v1 trainer pads the batch with synthetic rows (one shared ``pad…`` uid, a one-token
+    response, zero reward): made here by VERL's own ``upsample_batch_to_divisible_size``."""
+    keys, proto, infos, _ = _rollout(
+        v1, tokenizer, dataset_dir, policy_reply(RandomPolicy(seed=4)), pad_to=10
+    )
+    real = len(ROWS) * N
+    assert len(keys) == 30 and all(advantage.is_padding_uid(k.split("_")[0]) for k in keys[real:])
+    got = _advantages(proto, keys, estimator, v1)
+    full = compute_advantage_for_multi_trajectories(
+        proto, batch_keys=keys, adv_estimator=estimator, num_repeat=N, config=v1.algorithm
+    ).batch["advantages"]
+    assert torch.count_nonzero(full[real:]) == 0  # padding rows: zero advantage
+    scores = proto.batch["rm_scores"].sum(-1)[:real]
+    episodes = [str(i["episode"]) for i in infos[:real]]
+    groups = list(proto.non_tensor_batch["uid"][:real]) if estimator == "grpo" else episodes
+    # and the real rows' groups are exactly what they were without padding
+    torch.testing.assert_close(got[:real], _expected(scores, groups), atol=1e-4, rtol=0)
+
+
+def test_v1_drops_every_trajectory_of_an_aborted_episode_seed(v1, tokenizer, dataset_dir) -> None:
     crashed = {"done": False}
 
     def reply(prompt_text: str) -> str:
@@ -172,20 +202,20 @@ def test_v1_excludes_every_trajectory_of_an_aborted_episode(v1, tokenizer, datas
         return policy_reply(RandomPolicy(seed=5))(prompt_text)
 
     keys, proto, infos, uids = _rollout(v1, tokenizer, dataset_dir, reply)
-    # one instance aborted: the crashed session and its teammate's session are both missing
-    assert len(keys) == len(ROWS) * N - 2
+    # one instance aborted (its 2 sessions); with n=2 the other copy of each of its rows would
+    # be a GRPO group of one, so it is dropped too: the whole episode seed is absent
+    assert len(keys) == len(ROWS) * N - 2 * N
     per_uid = {u: sum(k.startswith(u) for k in keys) for u in uids}
-    assert sorted(per_uid.values()) == [1, 1] + [N] * (len(ROWS) - 2)
-    short = [u for u, c in per_uid.items() if c == 1]
-    short_episodes = {
-        str(i["episode"]) for i, k in zip(infos, keys, strict=True) if k.split("_")[0] in short
-    }
-    assert len(short_episodes) == 1, "the two missing sessions are the two agents of one episode"
-    # what is left are complete episodes: each instance's rows have full-length returns
+    assert sorted(per_uid.values()) == [0, 0] + [N] * (len(ROWS) - 2)
+    # what is left are complete groups: each instance's rows have full-length returns
     scores = proto.batch["rm_scores"].sum(-1)
-    got = _advantages(proto, keys, "team_grpo", v1)
     episodes = [str(i["episode"]) for i in infos]
-    torch.testing.assert_close(got, _expected(scores, episodes), atol=1e-4, rtol=0)
+    for estimator, groups in (
+        ("team_grpo", episodes),
+        ("grpo", list(proto.non_tensor_batch["uid"])),
+    ):
+        got = _advantages(proto, keys, estimator, v1)
+        torch.testing.assert_close(got, _expected(scores, groups), atol=1e-4, rtol=0)
 
 
 def test_team_grpo_refuses_rows_without_a_record(v1) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 PLUGIN = "teamgym_verl_cpu"
+SWITCHES = ("TEAMGYM_CPU_ROLLOUT_CRASH_STEP", "TEAMGYM_CPU_ROLLOUT_SCRIPT")
 
 
 def plugin_env(out_dir: Path) -> dict[str, str]:
@@ -33,6 +34,8 @@ def plugin_env(out_dir: Path) -> dict[str, str]:
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
         "RAY_DEDUP_LOGS": "0",
+        # the CPU server's failure and scripted-reply switches (teamgym_verl_cpu.CPUServer)
+        **{k: os.environ[k] for k in SWITCHES if os.environ.get(k)},
     }
 
 

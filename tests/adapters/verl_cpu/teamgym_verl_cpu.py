@@ -35,6 +35,7 @@ import asyncio
 import logging
 import os
 import types
+import zlib
 from contextlib import contextmanager
 from typing import Any
 
@@ -256,6 +257,7 @@ class CPUServer:
         self.weight_version = 0
         self.awake = True
         self.generate_calls = 0
+        self.crashed = False
 
     def get_server_address(self) -> str:
         return f"teamgym-cpu-replica-{self.replica_rank}"
@@ -271,9 +273,21 @@ class CPUServer:
         from verl.workers.rollout.replica import TokenOutput
 
         self.generate_calls += 1
+        self._maybe_crash(request_id, list(prompt_ids))
         params = dict(sampling_params)
         if params.get("max_tokens") is None:
             params["max_tokens"] = params.get("max_new_tokens") or 64
+        scripted = await self._scripted_pick(
+            request_id, list(prompt_ids), int(params["max_tokens"])
+        )
+        if scripted is not None:
+            ids, log_probs = scripted
+            return TokenOutput(
+                token_ids=ids,
+                log_probs=log_probs,
+                stop_reason="completed",
+                extra_fields={"global_steps": self.global_steps},
+            )
         out = await self.server.generate(request_id, prompt_ids=prompt_ids, sampling_params=params)
         stop = "length" if len(out.token_ids) >= int(params["max_tokens"]) else "completed"
         return TokenOutput(
@@ -282,6 +296,58 @@ class CPUServer:
             stop_reason=stop,
             extra_fields={"global_steps": self.global_steps},
         )
+
+    def _maybe_crash(self, request_id: str, prompt_ids: list[int]) -> None:
+        """``TEAMGYM_CPU_ROLLOUT_CRASH_STEP=S``: replica 0 dies once, on the first request of
+        training step S whose prompt already holds a reply (a rollout server failing
+        mid-episode, as a GPU server can). verl sends a fresh request id per turn, so the
+        prompt tells a later turn from a first one."""
+        step = os.environ.get("TEAMGYM_CPU_ROLLOUT_CRASH_STEP")
+        if not step or self.crashed or self.replica_rank != 0:
+            return
+        if self.global_steps != int(step) - 1:
+            return
+        if self.server.tokenizer.decode(prompt_ids).count("<|im_start|>assistant") < 2:
+            return  # the generation prompt only: a first turn
+        self.crashed = True
+        self._record("crash", request_id=request_id)
+        raise RuntimeError(f"teamgym_cpu: injected rollout server crash on {request_id}")
+
+    async def _scripted_pick(
+        self, request_id: str, prompt_ids: list[int], max_tokens: int
+    ) -> tuple[list[int], list[float]] | None:
+        """``TEAMGYM_CPU_ROLLOUT_SCRIPT=listener-picks``: a turn whose valid actions are picks is
+        answered with one of them, chosen by the request id (verl makes a fresh one per turn, so
+        the copies of one row pick at random and their shared returns differ), with the served model's real log-probs of
+        those tokens; every other turn is the model's own sample. The untrained model never
+        names a valid pick, so without this every return of a run is equal and every GRPO
+        advantage 0."""
+        if os.environ.get("TEAMGYM_CPU_ROLLOUT_SCRIPT") != "listener-picks":
+            return None
+        from teamgym.adapters.verl.server import policy_reply
+
+        tok = self.server.tokenizer
+
+        class _Pick:
+            def act(self, agent, observation, info):
+                picks = [a for a in info["valid_actions"] if a.startswith("pick ")]
+                if not picks:
+                    return ""
+                return f"<action>{picks[zlib.crc32(request_id.encode()) % len(picks)]}</action>"
+
+        reply = policy_reply(_Pick())(tok.decode(prompt_ids))
+        ids = [*tok.encode(reply, add_special_tokens=False), tok.eos_token_id] if reply else []
+        if not ids or len(ids) > max_tokens:
+            return None
+        loop = asyncio.get_running_loop()
+        return ids, await loop.run_in_executor(self.server.pool, self._log_probs, prompt_ids, ids)
+
+    def _log_probs(self, prompt_ids: list[int], ids: list[int]) -> list[float]:
+        """The served model's log-probabilities of ``ids`` after ``prompt_ids``."""
+        with torch.no_grad():
+            logits = self.server.model(torch.tensor([prompt_ids + ids])).logits[0]
+            scores = torch.log_softmax(logits[len(prompt_ids) - 1 : -1].float(), dim=-1)
+            return scores.gather(-1, torch.tensor(ids)[:, None])[:, 0].tolist()
 
     def update_weights(
         self, named: dict[str, torch.Tensor], global_steps: int | None = None
@@ -306,16 +372,16 @@ class CPUServer:
         self._record("update_weights")
         return self.weight_version
 
-    def _record(self, event: str) -> None:
+    def _record(self, event: str, **fields: Any) -> None:
         """Append this server's state to ``$TEAMGYM_CPU_ROLLOUT_LOG`` (JSONL), if set."""
         path = os.environ.get("TEAMGYM_CPU_ROLLOUT_LOG")
         if not path:
             return
         import json
 
+        line = {"event": event, **fields, **self.stats(), "checksum": self.param_checksum()}
         with open(path, "a") as f:
-            f.write(json.dumps({"event": event, **self.stats(), "checksum": self.param_checksum()}))
-            f.write("\n")
+            f.write(json.dumps(line) + "\n")
 
     def param_checksum(self) -> float:
         with torch.no_grad():

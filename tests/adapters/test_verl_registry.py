@@ -1,0 +1,105 @@
+"""``team_grpo``'s uid -> episode registry belongs to one job: two jobs on one Ray instance each
+get their own, neither sees the other's records, and Ray removes a job's registry when the job
+ends (it is owned by the job's first recording worker, not detached)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("verl")
+
+import ray
+
+from teamgym.adapters.verl.advantage import _TeamRegistry
+
+JOB = """
+import json, sys
+import numpy as np
+import ray
+from teamgym.adapters.verl import advantage
+
+ray.init(address=sys.argv[1], include_dashboard=False, log_to_driver=False)
+mine, other = sys.argv[2], sys.argv[3]
+
+
+@ray.remote
+class Loop:  # an agent-loop worker: records as TeamAgentLoop does, lives as long as the job
+    async def record(self, uid, team):
+        await advantage.record_team(uid, team)
+        return advantage.registry_name()
+
+
+loop = Loop.remote()
+name = ray.get(loop.record.remote(mine, "episode-of-" + mine))
+try:
+    advantage.team_keys(np.array([other], dtype=object))
+    sees_other = True
+except advantage.TeamRecordMissingError:
+    sees_other = False
+keys = list(advantage.team_keys(np.array([mine], dtype=object)))
+print(json.dumps({"name": name, "keys": keys, "sees_other": sees_other}), flush=True)
+sys.stdin.readline()  # stay alive (a running job) until told to end
+"""
+
+
+def _job(address: str, mine: str, other: str) -> tuple[subprocess.Popen, dict]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", JOB, address, mine, other],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    line = proc.stdout.readline()
+    if not line:
+        pytest.fail(f"job {mine} failed:\n{proc.stderr.read()[-3000:]}")
+    return proc, json.loads(line)
+
+
+def _alive(name: str) -> bool:
+    try:
+        ray.get_actor(name, namespace="teamgym")
+        return True
+    except ValueError:
+        return False
+
+
+def _gone(name: str, timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(name):
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def test_two_jobs_on_one_ray_instance_keep_their_records_apart() -> None:
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        address = ray.get_runtime_context().gcs_address
+        first, a = _job(address, "uid-a", "uid-b")
+        second, b = _job(address, "uid-b", "uid-a")  # while the first job still runs
+        assert a["name"] != b["name"] and a["name"].startswith("teamgym_team_registry:")
+        assert a["keys"] == ["episode-of-uid-a"] and b["keys"] == ["episode-of-uid-b"]
+        assert not a["sees_other"] and not b["sees_other"]
+        assert _alive(a["name"]) and _alive(b["name"])
+        first.communicate("\n", timeout=60)  # the first job ends: its registry goes with it
+        assert _gone(a["name"]), "a finished job's registry outlived it"
+        assert _alive(b["name"]), "ending one job removed another job's registry"
+        second.communicate("\n", timeout=60)
+        assert _gone(b["name"])
+    finally:
+        ray.shutdown()
+
+
+def test_registry_stays_bounded() -> None:
+    registry = _TeamRegistry(capacity=3)
+    for i in range(5):
+        registry.put(f"u{i}", f"e{i}")
+    assert registry.size() == 3
+    assert registry.get(["u0", "u1", "u2", "u4"]) == [None, None, "e2", "e4"]

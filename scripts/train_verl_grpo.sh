@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Shared-reward GRPO with stock VERL 0.9.1 on GPUs (vLLM or SGLang rollout).
+# Install on the GPU nodes first: pip install -e ".[vllm]"   (or ".[sglang]" with ROLLOUT=sglang)
 #   MODEL=/models/Qwen2.5-7B-Instruct GPUS=8 bash scripts/train_verl_grpo.sh [hydra overrides...]
-# CHECK_ONLY=1 builds a small dataset and validates the configuration without starting VERL (CI does this).
+# CHECK_ONLY=1 builds the dataset and validates the configuration without starting VERL (the tests do, with ROLLOUT=teamgym_cpu).
 set -euo pipefail
 
 MODEL=${MODEL:-Qwen/Qwen2.5-7B-Instruct}    # a Hub name or a local path readable on every node

@@ -109,6 +109,15 @@ def _check_batches(cfg: DictConfig, loop: dict[str, Any], unit: int, val_rows: i
             f"data.train_batch_size={batch} is not a multiple of the {unit} agents per "
             f"episode; use a multiple of {unit} (e.g. {unit * max(1, batch // unit)})"
         )
+    for key in ("train_max_samples", "val_max_samples"):
+        cap = int(cfg.data.get(key, -1) or -1)
+        if cap > 0 and cap % unit:
+            raise TeamConfigError(
+                f"data.{key}={cap} keeps the first {cap} rows, which cuts an episode of {unit} "
+                f"agents; use a multiple of {unit} (e.g. {unit * max(1, cap // unit)}), or -1"
+            )
+    cap = int(cfg.data.get("val_max_samples", -1) or -1)
+    val_rows = min(val_rows, cap) if cap > 0 else val_rows
     gen = cfg.data.get("gen_batch_size")
     if gen and (int(gen) % unit or (v1 and batch % int(gen))):
         raise TeamConfigError(
@@ -170,55 +179,71 @@ def _check_prompts(cfg: DictConfig, manifest: Any) -> list[str]:
     return []
 
 
-def _held_cpus(cfg: DictConfig, nodes: Sequence[dict[str, float]]) -> list[float]:
+def _held_cpus(cfg: DictConfig, nodes: Sequence[dict[str, Any]]) -> list[float]:
     """CPUs Ray holds on each node for the run: verl's GPU bundles (``CPUS_PER_GPU_BUNDLE``
-    each, on the GPU nodes), TransferQueue's storage units (one CPU each, round-robin over the
-    nodes) and its controller (one CPU; counted on the first node)."""
+    each, on the GPU nodes: the trainer's pool, a reward-model pool, a distillation teacher
+    pool) and, under the v1 trainer, TransferQueue's storage units (one CPU each, round-robin
+    over the nodes in node-id order, as TransferQueue places them) and its controller (one CPU;
+    counted on the first node)."""
     held = [0.0] * len(nodes)
     gpus = [int(cfg.trainer.n_gpus_per_node)] * int(cfg.trainer.nnodes)
     rm = cfg.get("reward", {}).get("reward_model", {})
-    if rm.get("enable") and rm.get("enable_resource_pool"):
+    if rm.get("enable_resource_pool"):
         gpus += [int(rm.n_gpus_per_node)] * int(rm.nnodes)
-    gpu_nodes = sorted(range(len(nodes)), key=lambda i: -nodes[i].get("GPU", 0))
+    teacher: Any = cfg.get("distillation") or {}
+    if teacher.get("enabled"):
+        gpus += [int(teacher["n_gpus_per_node"])] * int(teacher["nnodes"])
+    gpu_nodes = sorted(range(len(nodes)), key=lambda i: -float(nodes[i].get("GPU", 0)))
+    if len(gpus) > len(gpu_nodes):
+        raise TeamConfigError(
+            f"the run places GPU bundles on {len(gpus)} nodes (trainer.nnodes and any reward or "
+            f"teacher pool), the Ray cluster has {len(nodes)}: start more nodes or lower nnodes"
+        )
     for i, count in zip(gpu_nodes, gpus, strict=False):
         held[i] += CPUS_PER_GPU_BUNDLE * count
     queue = cfg.get("transfer_queue", {}).get("backend", {})
-    if queue.get("storage_backend", "SimpleStorage") == "SimpleStorage":
+    v1 = bool(cfg.trainer.get("use_v1", True))
+    if v1 and queue.get("storage_backend", "SimpleStorage") == "SimpleStorage":
+        order = sorted(range(len(nodes)), key=lambda i: str(nodes[i].get("NodeID", i)))
         for unit in range(int(queue.SimpleStorage.num_data_storage_units)):
-            held[unit % len(nodes)] += 1
-    held[0] += 1  # TransferQueueController
+            held[order[unit % len(nodes)]] += 1
+    if v1:
+        held[0] += 1  # TransferQueueController
     return held
 
 
-def check_resources(cfg: DictConfig, nodes: Sequence[dict[str, float]] | None = None) -> list[str]:
+def check_resources(cfg: DictConfig, nodes: Sequence[dict[str, Any]] | None = None) -> list[str]:
     """Whether Ray's CPUs hold every reservation of the run (see :func:`_held_cpus`) with one to
     spare for verl's unreserved actors (the task runner, agent-loop and reward workers need a free
-    CPU to be placed). ``nodes`` are the cluster's nodes (``{"CPU": n, "GPU": m}``, as
-    ``ray.nodes()`` reports them) when connected; else the config's: ``trainer.nnodes`` nodes of
-    ``ray_kwargs.ray_init.num_cpus`` CPUs (refused) or of this machine's CPUs (a warning, since
-    the nodes may be larger). Raises :class:`TeamConfigError` with the fix."""
-    cpus = cfg.ray_kwargs.get("ray_init", {}).get("num_cpus")
-    measured = nodes is not None or cpus is not None
-    if nodes is None:
-        per_node = float(cpus if cpus is not None else os.cpu_count() or 1)
-        gpus = float(cfg.trainer.n_gpus_per_node)
-        nodes = [{"CPU": per_node, "GPU": gpus} for _ in range(int(cfg.trainer.nnodes))]
-    nodes = list(nodes)
-    held = _held_cpus(cfg, nodes)
+    CPU to be placed). ``nodes`` are the cluster's nodes (``{"CPU": n, "GPU": m, "NodeID": …}``,
+    their total resources as ``ray.nodes()`` reports them) when connected; else one node of
+    ``ray_kwargs.ray_init.num_cpus`` CPUs (the local instance ``main_ppo`` starts: refused) or of
+    this machine's CPUs (a warning, since the GPU nodes may be larger). A multi-node run is only
+    counted against its cluster. Raises :class:`TeamConfigError` with the fix."""
     fix = (
         "lower transfer_queue.backend.SimpleStorage.num_data_storage_units, or give Ray more "
         "(logical) CPUs (ray_kwargs.ray_init.num_cpus, or `ray start --num-cpus N` on each node)"
     )
+    cpus = cfg.ray_kwargs.get("ray_init", {}).get("num_cpus")
+    measured = nodes is not None or cpus is not None
+    if nodes is None:
+        if int(cfg.trainer.nnodes) > 1:
+            return [
+                f"trainer.nnodes={cfg.trainer.nnodes}: Ray's CPUs per node can only be counted "
+                "against the running cluster; run --check-only with RAY_ADDRESS set to check them"
+            ]
+        per_node = float(cpus if cpus is not None else os.cpu_count() or 1)
+        nodes = [{"CPU": per_node, "GPU": float(cfg.trainer.n_gpus_per_node)}]
+    nodes = list(nodes)
+    held = _held_cpus(cfg, nodes)
+    total = sum(float(n.get("CPU", 0)) for n in nodes)
     short = [
-        f"node {i}: {h:g} of {n.get('CPU', 0):g} CPUs"
+        f"node {i}: {h:g} of {float(n.get('CPU', 0)):g} CPUs"
         for i, (h, n) in enumerate(zip(held, nodes, strict=True))
-        if h > n.get("CPU", 0)
+        if h > float(n.get("CPU", 0))
     ]
-    if short or sum(held) + 1 > sum(n.get("CPU", 0) for n in nodes):
-        detail = (
-            "; ".join(short)
-            or f"{sum(held):g} of {sum(n.get('CPU', 0) for n in nodes):g} CPUs, none spare"
-        )
+    if short or sum(held) + 1 > total:
+        detail = "; ".join(short) or f"{sum(held):g} of {total:g} CPUs, none spare"
         message = (
             f"Ray would hold {detail} ({CPUS_PER_GPU_BUNDLE} per GPU bundle of verl's placement "
             "groups, 1 per TransferQueue storage unit, 1 for its controller), and the trainer "
@@ -226,7 +251,7 @@ def check_resources(cfg: DictConfig, nodes: Sequence[dict[str, float]] | None = 
         )
         if measured:
             raise TeamConfigError(message)
-        return [f"on nodes of {nodes[0]['CPU']:g} CPUs (this machine's): {message}"]
+        return [f"on a node of {total:g} CPUs (this machine's): {message}"]
     return []
 
 
@@ -300,6 +325,22 @@ def _check_row_changes(cfg: DictConfig) -> None:
             f"trainer.v1.sampler.custom_sampler={custom.get('path')}:{custom.get('name')}: teamgym "
             "cannot check what a custom replay buffer does to the rows of an episode; unset it"
         )
+    if cfg.data.get("validation_shuffle", True):
+        raise TeamConfigError(
+            "data.validation_shuffle=true lets VERL's validation loader separate the agents of "
+            "one episode; set data.validation_shuffle=false"
+        )
+    dataset_cls = cfg.data.get("custom_cls") or {}
+    manager = cfg.actor_rollout_ref.rollout.agent.get("agent_loop_manager_class")
+    for key, value in (
+        ("data.custom_cls", dataset_cls.get("path") or dataset_cls.get("name")),
+        ("actor_rollout_ref.rollout.agent.agent_loop_manager_class", manager),
+    ):
+        if value:
+            raise TeamConfigError(
+                f"{key}={value}: teamgym cannot check how a custom class orders, drops or splits "
+                "the rows of an episode; unset it"
+            )
 
 
 def _check_padding(cfg: DictConfig) -> list[str]:
@@ -314,9 +355,12 @@ def _check_padding(cfg: DictConfig) -> list[str]:
             f"pad every step's {batch * n} rows up to {mini * n} with synthetic rows that train "
             f"nothing (VERL skips this check under use_dynamic_bsz); set ppo_mini_batch_size <= {batch}"
         )
+    if not cfg.trainer.get("use_v1", True):
+        return []  # the legacy trainer does not pad
     world = int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.nnodes)
-    sp = int(actor.get("ulysses_sequence_parallel_size", 1) or 1)
-    multiple = math.lcm(max(1, world // sp), mini * n)
+    sp = int((actor.get("fsdp_config") or {}).get("ulysses_sequence_parallel_size", 1) or 1)
+    sp = max(sp, int(actor.get("ulysses_sequence_parallel_size", 1) or 1))
+    multiple = math.lcm(max(1, world // sp), mini * n)  # FSDP's data-parallel size
     rows = batch * n
     if rows % multiple:
         pad = multiple - rows % multiple

@@ -17,7 +17,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -78,7 +78,7 @@ def runtime_config(cfg: DictConfig) -> DictConfig:
     return cfg
 
 
-def cluster_nodes(cfg: DictConfig) -> list[dict[str, float]] | None:
+def cluster_nodes(cfg: DictConfig) -> list[dict[str, Any]] | None:
     """The alive nodes' CPUs and GPUs of the Ray cluster the run will join, when there is one to
     ask (Ray already up in this process, or ``ray_kwargs.ray_init.address`` / ``RAY_ADDRESS``
     naming a running cluster); None when ``main_ppo`` will start a local one."""
@@ -89,11 +89,21 @@ def cluster_nodes(cfg: DictConfig) -> list[dict[str, float]] | None:
     if not ray.is_initialized():
         if not address or address == "local":
             return None
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        except Exception as exc:  # Ray raises several types for an address that does not answer
+            raise ConnectionError(
+                f"cannot reach the Ray cluster at {address} (RAY_ADDRESS or "
+                f"ray_kwargs.ray_init.address) to count its CPUs: {exc}"
+            ) from exc
         started = True
     try:
-        return [
-            {"CPU": float(n["Resources"].get("CPU", 0)), "GPU": float(n["Resources"].get("GPU", 0))}
+        return [  # total resources: another job holding some of them is not counted
+            {
+                "CPU": float(n["Resources"].get("CPU", 0)),
+                "GPU": float(n["Resources"].get("GPU", 0)),
+                "NodeID": str(n["NodeID"]),
+            }
             for n in ray.nodes()
             if n.get("Alive")
         ]

@@ -291,6 +291,10 @@ def test_verl_data_measures_prompts_with_the_models_tokenizer(tmp_path: Path, mo
         ("+data.gen_batch_size=3", "data.gen_batch_size=3.*multiple of 2"),
         ("+data.gen_batch_size=4", "that divides data.train_batch_size=6"),
         ("actor_rollout_ref.actor.ppo_mini_batch_size=8", "ppo_mini_batch_size=8 exceeds"),
+        ("data.validation_shuffle=true", "data.validation_shuffle=false"),
+        ("data.custom_cls.path=my.py", "data.custom_cls=my.py"),
+        ("+actor_rollout_ref.rollout.agent.agent_loop_manager_class=m.M", "manager_class=m.M"),
+        ("data.train_max_samples=5", "data.train_max_samples=5 keeps the first 5 rows"),
     ],
 )
 def test_verl_features_that_split_or_refill_rows_are_refused(dataset_dir, override, named) -> None:
@@ -369,9 +373,29 @@ def test_resources_count_every_reservation_single_and_multi_node(dataset_dir) ->
     assert check_resources(one, [{"CPU": 9, "GPU": 2}]) == []
     with pytest.raises(TeamConfigError, match="8 of 8 CPUs, none spare"):
         check_resources(one, [{"CPU": 8, "GPU": 2}])
+    with pytest.raises(TeamConfigError, match="GPU bundles on 2 nodes.*cluster has 1"):
+        check_resources(cfg, [{"CPU": 64, "GPU": 8}])
+    # storage units follow TransferQueue's node-id order, not the list's: node "a" (listed
+    # second) takes units 0 and 2, node "b" unit 1 and the controller: 26 CPUs each (in list
+    # order "b" would hold 27), and one to spare on "a"
+    two = [{"CPU": 26, "GPU": 8, "NodeID": "b"}, {"CPU": 27, "GPU": 8, "NodeID": "a"}]
+    odd = _cfg(
+        dataset_dir,
+        "trainer.n_gpus_per_node=8",
+        "trainer.nnodes=2",
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units=3",
+    )
+    assert check_resources(odd, two) == []
+    with pytest.raises(TeamConfigError, match="node 0: 26 of 25 CPUs"):
+        check_resources(odd, [{**two[0], "CPU": 25}, two[1]])
+    # the legacy trainer starts no TransferQueue
+    legacy = _cfg(dataset_dir, "trainer.n_gpus_per_node=2", "trainer.use_v1=false")
+    assert check_resources(legacy, [{"CPU": 7, "GPU": 2}]) == []
     # not connected and no num_cpus: this machine's CPUs, a warning (the nodes may be larger)
     plain = compose_config([f"teamgym.dataset_dir={dataset_dir}"])
     assert "this machine's" in check_resources(plain)[0]
+    multi = compose_config([f"teamgym.dataset_dir={dataset_dir}", "trainer.nnodes=4"])
+    assert "RAY_ADDRESS" in check_resources(multi)[0]  # counted against the cluster only
 
 
 def test_check_only_counts_the_running_clusters_cpus(dataset_dir, capsys) -> None:

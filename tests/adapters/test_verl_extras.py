@@ -4,10 +4,10 @@ in its own extras: read from verl's installed package metadata, no CUDA wheel do
 from __future__ import annotations
 
 import importlib.metadata
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 
 pytest.importorskip("verl")

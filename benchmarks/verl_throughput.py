@@ -1,11 +1,17 @@
-"""Throughput of the VERL adapter on CPU: episodes -> DataProto rows per second, tokens per second,
-and the concurrency ratio.
+"""Throughput of the VERL adapter on CPU: episodes -> rows per second, tokens per second, the
+concurrency ratio and the CPU the adapter spends per agent-turn.
 
-``teamgym verl-bench`` runs VERL's real ``AgentLoopWorker`` with our agent loop on a batch of
-episodes, against (a) a rollout-server double that waits ``latency`` seconds per call, and (b)
-the local model. With the double, an episode of T turns and N agents should take close to
-T x latency (every agent of every episode in flight at once), not T x N x latency (one call at
-a time): the ratio printed is measured wall time / (T x latency). Figures, not a timed test.
+``teamgym verl-bench`` runs VERL's real agent-loop worker with our agent loop on a batch of
+episodes: by default the v1 worker ``main_ppo`` runs (``AgentLoopWorkerTQ``, a Ray actor writing
+into a real TransferQueue, the batch read back through VERL's ``ReplayBuffer``), or the legacy
+in-process ``AgentLoopWorker`` (``legacy=True``); against (a) a rollout-server double that waits
+``latency`` seconds per call, and (b) the local model. With the double, an episode of T turns and
+N agents should take close to T x latency (every agent of every episode in flight at once), not
+T x N x latency (one call at a time): the ratio printed is measured wall time / (T x latency).
+``cpu_ms_per_agent_turn`` is the CPU time of this process and every process it started (Ray's
+workers, TransferQueue) during the batch, over the agent-turns played: the adapter's cost beside
+the model's (the double's own share, tokenising its scripted reply, is in it too). Figures, not
+a timed test.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import asyncio
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +47,27 @@ class ThroughputResult:
     concurrency_ratio: float | None
     """wall / (turns x latency) for the latency double; 1.0 is perfect overlap, N is serial."""
     max_in_flight: int | None
+    trainer: str = "legacy"
+    """The worker measured: ``v1`` (``AgentLoopWorkerTQ``, what ``main_ppo`` runs) or ``legacy``."""
+    cpu_seconds: float = 0.0
+    """CPU time of this process and its children (Ray workers, TransferQueue) during the batch."""
+    cpu_ms_per_agent_turn: float = 0.0
+    """``cpu_seconds`` over the agent-turns played (rows x turns), in milliseconds."""
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU of this process and every live process it started."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+        except psutil.Error:  # ended meanwhile
+            continue
+        total += times.user + times.system
+    return total
 
 
 def _batch(cfg: Any, dataset_dir: Path, tokenizer: Any, n: int) -> Any:
@@ -65,10 +93,11 @@ def measure_throughput(
     n: int = 1,
     model_dir: str | Path | None = None,
     servers: tuple[str, ...] = ("latency", "model"),
+    legacy: bool = False,
 ) -> list[ThroughputResult]:
-    """Measure the adapter with each server kind; builds a local model when none is given."""
+    """Measure the adapter with each server kind through VERL's v1 worker (or, with ``legacy``,
+    the legacy one); builds a local model when none is given."""
     from transformers import AutoTokenizer
-    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
     from teamgym.adapters.local_model import build_local_model
     from teamgym.adapters.verl.server import LocalModelServer, ScriptedServer, policy_reply
@@ -77,41 +106,127 @@ def measure_throughput(
     work = Path(tempfile.mkdtemp(prefix="teamgym-verl-bench-"))
     model_dir = Path(model_dir) if model_dir else build_local_model(work / "model")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    cfg = _config(work, model_dir, episodes, num_agents, num_rounds)
+    cfg = _config(work, model_dir, episodes, num_agents, num_rounds, n)
     turns = 2 * num_rounds
+    run = _run_legacy if legacy else _run_v1
     results = []
     for kind in servers:
         if kind == "latency":
-            server = ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=0)), latency=latency)
+            server: Any = ScriptedServer(
+                tokenizer, policy_reply(RandomPolicy(seed=0)), latency=latency
+            )
         else:
             server = LocalModelServer(model_dir)
-        batch = _batch(cfg, work / "data", tokenizer, n)
-        worker = AgentLoopWorker(cfg, server)
-        start = time.perf_counter()
-        out = asyncio.run(worker.generate_sequences(batch))
-        seconds = time.perf_counter() - start
-        prompt_len = out.batch["prompts"].shape[1]
-        tokens = int(out.batch["attention_mask"][:, prompt_len:].sum())
+        rows, tokens, seconds, cpu, in_flight = run(cfg, work / "data", tokenizer, server, n)
         results.append(
             ThroughputResult(
                 server=kind,
                 episodes=episodes * n,
                 num_agents=num_agents,
                 turns=turns,
-                rows=len(out),
+                rows=rows,
                 seconds=seconds,
-                rows_per_s=len(out) / seconds,
+                rows_per_s=rows / seconds,
                 episodes_per_s=episodes * n / seconds,
                 tokens_per_s=tokens / seconds,
                 latency=latency if kind == "latency" else 0.0,
                 concurrency_ratio=seconds / (turns * latency) if kind == "latency" else None,
-                max_in_flight=getattr(server, "max_in_flight", None),
+                max_in_flight=in_flight,
+                trainer="legacy" if legacy else "v1",
+                cpu_seconds=cpu,
+                cpu_ms_per_agent_turn=cpu / max(1, rows * turns) * 1e3,
             )
         )
     return results
 
 
-def _config(work: Path, model_dir: Path, episodes: int, num_agents: int, num_rounds: int) -> Any:
+Measured = tuple[int, int, float, float, int | None]
+"""rows, response tokens, wall seconds, CPU seconds, the server's most calls in flight."""
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[Any, float, float]:
+    """Run ``fn``; its result, wall seconds and CPU seconds (this process and its children)."""
+    cpu, start = _cpu_seconds(), time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start, _cpu_seconds() - cpu
+
+
+def _run_legacy(cfg: Any, data: Path, tokenizer: Any, server: Any, n: int) -> Measured:
+    """The legacy in-process ``AgentLoopWorker`` on the rows repeated ``n`` times."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+
+    batch = _batch(cfg, data, tokenizer, n)
+    worker = AgentLoopWorker(cfg, server)
+    out, seconds, cpu = _timed(lambda: asyncio.run(worker.generate_sequences(batch)))
+    prompt_len = out.batch["prompts"].shape[1]
+    tokens = int(out.batch["attention_mask"][:, prompt_len:].sum())
+    return len(out), tokens, seconds, cpu, getattr(server, "max_in_flight", None)
+
+
+def _run_v1(cfg: Any, data: Path, tokenizer: Any, server: Any, n: int) -> Measured:
+    """The v1 worker as ``main_ppo`` runs it: a Ray actor writing into TransferQueue, ``n``
+    sessions per row, the finished batch sampled by VERL's ``ReplayBuffer``."""
+    import ray
+    import transfer_queue as tq
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.v1 import AgentLoopWorkerTQ
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+    from verl.utils import tensordict_utils as tu
+    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+
+    plain: Any = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    plain.pop("teamgym")
+    plain.transfer_queue.enable = True
+    plain.transfer_queue.backend.SimpleStorage.num_data_storage_units = 1
+    ds = RLHFDataset(
+        data_files=[str(data / "train.parquet")], tokenizer=tokenizer, config=plain.data
+    )
+    rows = list(range(len(ds)))
+    batch_dict = collate_fn([ds[i] for i in rows])
+    uids = [str(uuid.uuid4()) for _ in rows]
+    batch_dict["uid"] = np.array(uids, dtype=object)
+    batch = tu.get_tensordict(batch_dict)
+    tu.assign_non_tensor_data(batch, "global_steps", 1)
+    ray.init(
+        num_cpus=8,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={
+            "worker_process_setup_hook": "teamgym.adapters.verl.train.setup_worker",
+            "env_vars": {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"},
+        },
+    )
+    try:
+        tq.init(plain.transfer_queue)
+        worker = AgentLoopWorkerTQ.remote(plain, server, None, None)
+        ray.get(worker.__ray_ready__.remote())
+        tags = [{"is_prompt": True, "status": "pending", "global_steps": 1} for _ in rows]
+        tq.kv_batch_put(keys=uids, partition_id="train", tags=tags)
+        buffer = ReplayBuffer(
+            trainer_mode="sync",
+            trainer_config=plain.trainer,
+            max_off_policy_threshold=None,
+            max_off_policy_strategy="drop",
+            sampler_kwargs={},
+            poll_interval=0.02,
+        )
+
+        def rollout() -> Any:
+            ray.get(worker.generate_sequences.remote(batch))
+            meta, _ = buffer.sample(global_steps=1, partition_id="train", batch_size=len(rows))
+            return meta
+
+        meta, seconds, cpu = _timed(rollout)
+        tokens = sum(int(tag["response_len"]) for tag in meta.tags)
+        return len(meta.keys), tokens, seconds, cpu, None
+    finally:
+        tq.close()
+        ray.shutdown()
+
+
+def _config(
+    work: Path, model_dir: Path, episodes: int, num_agents: int, num_rounds: int, n: int = 1
+) -> Any:
     """The benchmark's signal-v0 dataset in ``work/data`` and VERL's composed config for it."""
     from teamgym.adapters.verl.config import write_agent_loop_yaml
     from teamgym.adapters.verl.dataset import build_dataset
@@ -134,5 +249,6 @@ def _config(work: Path, model_dir: Path, episodes: int, num_agents: int, num_rou
             "data.max_prompt_length=1024",
             "data.max_response_length=1024",
             f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loop_yaml}",
+            f"actor_rollout_ref.rollout.n={n}",
         ]
     )

@@ -104,15 +104,18 @@ def _ray_registry(create: bool) -> Any:
     if not ray.is_initialized():
         return None
     name = registry_name()
-    if name in _RAY_REGISTRY:
-        return _RAY_REGISTRY[name]
+    # job ids restart with every Ray instance: a process that outlives one (a test session)
+    # must not reuse a handle on the previous instance's registry
+    key = f"{ray.get_runtime_context().get_node_id()}/{name}"
+    if key in _RAY_REGISTRY:
+        return _RAY_REGISTRY[key]
     if create:
         actor = (
             ray.remote(num_cpus=0)(_TeamRegistry)
             .options(name=name, namespace=REGISTRY_NAMESPACE, get_if_exists=True)
             .remote()
         )
-        _RAY_REGISTRY[name] = actor
+        _RAY_REGISTRY[key] = actor
         return actor
     try:
         return ray.get_actor(name, namespace=REGISTRY_NAMESPACE)

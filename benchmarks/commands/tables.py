@@ -123,6 +123,7 @@ def baselines_table(results: Iterable[Any], episodes: int, seed: int) -> Table:
 
 
 THROUGHPUT_COLUMNS = (
+    "worker",
     "server",
     "episodes",
     "agents",
@@ -133,7 +134,7 @@ THROUGHPUT_COLUMNS = (
     "episodes/s",
     "tokens/s",
     "wall / (turns x latency)",
-    "max in flight",
+    "CPU ms / agent-turn",
 )
 
 
@@ -148,6 +149,7 @@ def throughput_table(results: Iterable[Any]) -> Table:
             else "-"
         )
         table.add_row(
+            r.trainer,
             r.server,
             str(r.episodes),
             str(r.num_agents),
@@ -158,7 +160,7 @@ def throughput_table(results: Iterable[Any]) -> Table:
             f"{r.episodes_per_s:.2f}",
             f"{r.tokens_per_s:.0f}",
             ratio,
-            str(r.max_in_flight or "-"),
+            f"{r.cpu_ms_per_agent_turn:.2f}",
         )
     return table
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
 from rich.console import Console
 
@@ -37,6 +39,19 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "--model", default=None, metavar="DIR", help="local model directory (built when omitted)"
     )
+    p.add_argument(
+        "--legacy",
+        action="store_true",
+        help="measure verl's legacy AgentLoopWorker (default: the v1 AgentLoopWorkerTQ that "
+        "main_ppo runs, with TransferQueue)",
+    )
+    p.add_argument(
+        "--server",
+        choices=("latency", "model", "both"),
+        default="both",
+        help="the latency double, the local model, or both (default)",
+    )
+    p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
     return p
 
 
@@ -44,8 +59,26 @@ def run(args: argparse.Namespace, console: Console) -> int:
     """Measure with the server double and the local model; print the table."""
     from teamgym.benchmarks.verl_throughput import measure_throughput
 
+    servers = ("latency", "model") if args.server == "both" else (args.server,)
     results = measure_throughput(
-        args.episodes, args.agents, args.rounds, args.latency, args.n, args.model
+        args.episodes,
+        args.agents,
+        args.rounds,
+        args.latency,
+        args.n,
+        args.model,
+        servers=servers,
+        legacy=args.legacy,
     )
     console.print(throughput_table(results))
+    if args.json:
+        import json
+        import platform
+        from dataclasses import asdict
+
+        machine = {"cpus": os.cpu_count(), "platform": platform.platform()}
+        Path(args.json).write_text(
+            json.dumps({"machine": machine, "results": [asdict(r) for r in results]}, indent=2)
+            + "\n"
+        )
     return 0

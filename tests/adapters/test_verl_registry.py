@@ -44,21 +44,27 @@ except advantage.TeamRecordMissingError:
 keys = list(advantage.team_keys(np.array([mine], dtype=object)))
 print(json.dumps({"name": name, "keys": keys, "sees_other": sees_other}), flush=True)
 sys.stdin.readline()  # stay alive (a running job) until told to end
+ray.shutdown()  # the job ends: the driver disconnects
 """
 
 
-def _job(address: str, mine: str, other: str) -> tuple[subprocess.Popen, dict]:
-    proc = subprocess.Popen(
+def _start(address: str, mine: str, other: str) -> subprocess.Popen:
+    return subprocess.Popen(
         [sys.executable, "-c", JOB, address, mine, other],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def _report(proc: subprocess.Popen) -> dict:
+    """The job's one line, once it has recorded and looked up (it then waits to be ended)."""
+    assert proc.stdout is not None and proc.stderr is not None
     line = proc.stdout.readline()
     if not line:
-        pytest.fail(f"job {mine} failed:\n{proc.stderr.read()[-3000:]}")
-    return proc, json.loads(line)
+        pytest.fail(f"a job failed:\n{proc.stderr.read()[-3000:]}")
+    return json.loads(line)
 
 
 def _alive(name: str) -> bool:
@@ -82,8 +88,9 @@ def test_two_jobs_on_one_ray_instance_keep_their_records_apart() -> None:
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         address = ray.get_runtime_context().gcs_address
-        first, a = _job(address, "uid-a", "uid-b")
-        second, b = _job(address, "uid-b", "uid-a")  # while the first job still runs
+        first = _start(address, "uid-a", "uid-b")
+        second = _start(address, "uid-b", "uid-a")  # both jobs run at once
+        a, b = _report(first), _report(second)
         assert a["name"] != b["name"] and a["name"].startswith("teamgym_team_registry:")
         assert a["keys"] == ["episode-of-uid-a"] and b["keys"] == ["episode-of-uid-b"]
         assert not a["sees_other"] and not b["sees_other"]

@@ -8,16 +8,23 @@ pytest.importorskip("verl")
 
 from teamgym.benchmarks.verl_throughput import measure_throughput
 
+SMALL = {"episodes": 2, "num_agents": 3, "num_rounds": 1, "latency": 0.01, "servers": ("latency",)}
 
-def test_benchmark_runs_and_overlaps_every_agent(model_dir) -> None:
-    (r,) = measure_throughput(
-        episodes=2,
-        num_agents=3,
-        num_rounds=1,
-        latency=0.01,
-        model_dir=model_dir,
-        servers=("latency",),
-    )
-    assert r.rows == 6 and r.turns == 2
+
+def test_legacy_worker_overlaps_every_agent(model_dir) -> None:
+    (r,) = measure_throughput(**SMALL, model_dir=model_dir, legacy=True)
+    assert r.trainer == "legacy" and r.rows == 6 and r.turns == 2
     assert r.max_in_flight == 6, "every agent of every episode is in flight at once"
     assert r.rows_per_s > 0 and r.tokens_per_s > 0 and r.concurrency_ratio is not None
+    assert r.cpu_ms_per_agent_turn > 0
+
+
+def test_v1_worker_is_measured_with_its_processes_cpu(model_dir) -> None:
+    """The default: verl's ``AgentLoopWorkerTQ`` (a Ray actor) and TransferQueue, with n=2
+    sessions per row; the CPU counted includes the actor's process."""
+    (r,) = measure_throughput(**SMALL, model_dir=model_dir, n=2)
+    assert r.trainer == "v1" and r.rows == 12 and r.episodes == 4
+    assert r.tokens_per_s > 0 and r.concurrency_ratio is not None
+    assert r.cpu_seconds > 0 and r.cpu_ms_per_agent_turn == pytest.approx(
+        r.cpu_seconds / (r.rows * r.turns) * 1e3
+    )

@@ -8,10 +8,12 @@ in-process ``AgentLoopWorker`` (``legacy=True``); against (a) a rollout-server d
 ``latency`` seconds per call, and (b) the local model. With the double, an episode of T turns and
 N agents should take close to T x latency (every agent of every episode in flight at once), not
 T x N x latency (one call at a time): the ratio printed is measured wall time / (T x latency).
-``cpu_ms_per_agent_turn`` is the CPU time of this process and every process it started (Ray's
-workers, TransferQueue) during the batch, over the agent-turns played: the adapter's cost beside
-the model's (the double's own share, tokenising its scripted reply, is in it too). Figures, not
-a timed test.
+``cpu_ms_per_agent_turn`` is the CPU time, during the batch, of the processes that run the
+rollout, over the agent-turns played: for v1 every process this one started (the worker actor,
+TransferQueue, Ray's daemons), not this one, which stands in for the trainer polling the replay
+buffer; for the legacy worker, this process and its children. It is the adapter's cost beside
+the model's, VERL's agent-loop worker included (the double's own share, a baseline policy and
+the tokenisation of its reply, is in it too). Figures, not a timed test.
 """
 
 from __future__ import annotations
@@ -55,13 +57,14 @@ class ThroughputResult:
     """``cpu_seconds`` over the agent-turns played (rows x turns), in milliseconds."""
 
 
-def _cpu_seconds() -> float:
-    """User + system CPU of this process and every live process it started."""
+def _cpu_seconds(include_self: bool = True) -> float:
+    """User + system CPU of every live process this one started (Ray's workers and daemons,
+    TransferQueue), and of this process itself with ``include_self``."""
     import psutil
 
     me = psutil.Process()
     total = 0.0
-    for proc in [me, *me.children(recursive=True)]:
+    for proc in [me] * include_self + me.children(recursive=True):
         try:
             times = proc.cpu_times()
         except psutil.Error:  # ended meanwhile
@@ -144,19 +147,23 @@ Measured = tuple[int, int, float, float, int | None]
 """rows, response tokens, wall seconds, CPU seconds, the server's most calls in flight."""
 
 
-def _timed(fn: Callable[[], Any]) -> tuple[Any, float, float]:
-    """Run ``fn``; its result, wall seconds and CPU seconds (this process and its children)."""
-    cpu, start = _cpu_seconds(), time.perf_counter()
+def _timed(fn: Callable[[], Any], include_self: bool = True) -> tuple[Any, float, float]:
+    """Run ``fn``; its result, wall seconds and CPU seconds (see :func:`_cpu_seconds`)."""
+    cpu, start = _cpu_seconds(include_self), time.perf_counter()
     out = fn()
-    return out, time.perf_counter() - start, _cpu_seconds() - cpu
+    return out, time.perf_counter() - start, _cpu_seconds(include_self) - cpu
 
 
 def _run_legacy(cfg: Any, data: Path, tokenizer: Any, server: Any, n: int) -> Measured:
-    """The legacy in-process ``AgentLoopWorker`` on the rows repeated ``n`` times."""
+    """The legacy in-process ``AgentLoopWorker`` on the rows repeated ``n`` times; the second
+    of two batches is measured (the first pays one-off costs: template compilation, imports)."""
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
-    batch = _batch(cfg, data, tokenizer, n)
     worker = AgentLoopWorker(cfg, server)
+    asyncio.run(worker.generate_sequences(_batch(cfg, data, tokenizer, n)))
+    if hasattr(server, "max_in_flight"):
+        server.max_in_flight = 0
+    batch = _batch(cfg, data, tokenizer, n)
     out, seconds, cpu = _timed(lambda: asyncio.run(worker.generate_sequences(batch)))
     prompt_len = out.batch["prompts"].shape[1]
     tokens = int(out.batch["attention_mask"][:, prompt_len:].sum())
@@ -165,7 +172,8 @@ def _run_legacy(cfg: Any, data: Path, tokenizer: Any, server: Any, n: int) -> Me
 
 def _run_v1(cfg: Any, data: Path, tokenizer: Any, server: Any, n: int) -> Measured:
     """The v1 worker as ``main_ppo`` runs it: a Ray actor writing into TransferQueue, ``n``
-    sessions per row, the finished batch sampled by VERL's ``ReplayBuffer``."""
+    sessions per row, the finished batch sampled by VERL's ``ReplayBuffer`` and cleared. The
+    second of two batches is measured: the first starts Ray's worker processes."""
     import ray
     import transfer_queue as tq
     from omegaconf import OmegaConf
@@ -178,15 +186,21 @@ def _run_v1(cfg: Any, data: Path, tokenizer: Any, server: Any, n: int) -> Measur
     plain.pop("teamgym")
     plain.transfer_queue.enable = True
     plain.transfer_queue.backend.SimpleStorage.num_data_storage_units = 1
-    ds = RLHFDataset(
-        data_files=[str(data / "train.parquet")], tokenizer=tokenizer, config=plain.data
-    )
-    rows = list(range(len(ds)))
-    batch_dict = collate_fn([ds[i] for i in rows])
-    uids = [str(uuid.uuid4()) for _ in rows]
-    batch_dict["uid"] = np.array(uids, dtype=object)
-    batch = tu.get_tensordict(batch_dict)
-    tu.assign_non_tensor_data(batch, "global_steps", 1)
+    files = [str(data / "train.parquet")]
+    ds = RLHFDataset(data_files=files, tokenizer=tokenizer, config=plain.data)
+    items = [ds[i] for i in range(len(ds))]
+
+    def submitted(step: int) -> tuple[Any, list[str]]:
+        """The rows under fresh uids, registered as pending prompts of training step ``step``."""
+        batch_dict = collate_fn(items)
+        uids = [str(uuid.uuid4()) for _ in items]
+        batch_dict["uid"] = np.array(uids, dtype=object)
+        batch = tu.get_tensordict(batch_dict)
+        tu.assign_non_tensor_data(batch, "global_steps", step)
+        tags = [{"is_prompt": True, "status": "pending", "global_steps": step} for _ in uids]
+        tq.kv_batch_put(keys=uids, partition_id="train", tags=tags)
+        return batch, uids
+
     ray.init(
         num_cpus=8,
         include_dashboard=False,
@@ -200,23 +214,26 @@ def _run_v1(cfg: Any, data: Path, tokenizer: Any, server: Any, n: int) -> Measur
         tq.init(plain.transfer_queue)
         worker = AgentLoopWorkerTQ.remote(plain, server, None, None)
         ray.get(worker.__ray_ready__.remote())
-        tags = [{"is_prompt": True, "status": "pending", "global_steps": 1} for _ in rows]
-        tq.kv_batch_put(keys=uids, partition_id="train", tags=tags)
         buffer = ReplayBuffer(
             trainer_mode="sync",
             trainer_config=plain.trainer,
             max_off_policy_threshold=None,
             max_off_policy_strategy="drop",
             sampler_kwargs={},
-            poll_interval=0.02,
+            poll_interval=0.05,
         )
 
-        def rollout() -> Any:
+        def rollout(step: int) -> Any:
+            batch, uids = submitted(step)
             ray.get(worker.generate_sequences.remote(batch))
-            meta, _ = buffer.sample(global_steps=1, partition_id="train", batch_size=len(rows))
+            meta, _ = buffer.sample(global_steps=step, partition_id="train", batch_size=len(uids))
+            tq.kv_clear(partition_id="train", keys=[*uids, *meta.keys])  # as the trainer does
             return meta
 
-        meta, seconds, cpu = _timed(rollout)
+        rollout(1)  # warm-up: Ray starts worker processes, imports, template compilation
+        time.sleep(1.0)  # let processes started for the warm-up go idle
+        # the worker's side only: this process stands in for the trainer (polling the buffer)
+        meta, seconds, cpu = _timed(lambda: rollout(2), include_self=False)
         tokens = sum(int(tag["response_len"]) for tag in meta.tags)
         return len(meta.keys), tokens, seconds, cpu, None
     finally:

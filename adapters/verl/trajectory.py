@@ -40,10 +40,14 @@ class Trajectory:
         """Response tokens still free."""
         return self.response_length - len(self.mask)
 
-    async def _merge(self, ids: list[int], logprobs: list[float] | None) -> int:
-        merged, self.mask, lp = await self.loop.ct_merge_assistant_token(
-            self.token_ids,
-            ids,
+    def _merge(self, ids: list[int], logprobs: list[float] | None) -> int:
+        """Append the reply's tokens: VERL's builder, called in this thread (its
+        ``ct_merge_assistant_token`` hands a list concatenation to a thread pool, a hop per
+        turn that cost more than the work)."""
+        builder = self.loop.continuous_token_builder
+        merged = builder.merge_assistant_tokens(self.token_ids, ids)
+        self.mask, lp = builder.align_response_metadata(
+            merged,
             self.mask,
             self.logprobs if self.want_logprobs else None,
             assistant_logprobs=logprobs if self.want_logprobs else None,
@@ -59,7 +63,7 @@ class Trajectory:
     async def add_model_reply(self, output: Any, stop_tail: int = 0) -> None:
         """Append a generated reply (mask 1) whose last ``stop_tail`` tokens spell a stop string
         (mask 0: they close the command, they are not trained)."""
-        appended = await self._merge(list(output.token_ids), output.log_probs)
+        appended = self._merge(list(output.token_ids), output.log_probs)
         self._unmask_last(min(stop_tail, appended))
         self.versions.append(
             (
@@ -74,7 +78,7 @@ class Trajectory:
         if len(self.mask) + len(ids) > self.response_length:
             self.budget_left = False
         elif self.budget_left:
-            self._unmask_last(await self._merge(ids, [0.0] * len(ids)))
+            self._unmask_last(self._merge(ids, [0.0] * len(ids)))
 
     async def add_observation(self, previous: list[dict], messages: list[dict]) -> None:
         """Append the messages after ``previous`` (the reply and the next observation, mask 0);

@@ -163,7 +163,23 @@ class EpisodeHub:
         inst.joined[agent] = loop.create_future()
         if set(inst.joined) >= set(inst.expected):
             self._start(inst)
-        return await inst.joined[agent]
+        try:
+            return await inst.joined[agent]
+        except asyncio.CancelledError:  # the worker gave up on this row (another row failed)
+            self._withdraw(inst, agent)
+            raise
+
+    def _withdraw(self, inst: _Instance, agent: str) -> None:
+        """``agent``'s loop was cancelled while joining: an instance it already started is
+        aborted (its teammates would wait for it), one that nobody else joined is dropped."""
+        if inst.started:
+            self._abort(inst, f"{agent} was cancelled")
+            return
+        inst.joined.pop(agent, None)
+        if not inst.joined:
+            self._open[inst.key].remove(inst)
+            inst.started = True  # the pending join_timeout call does nothing
+            self._finish(inst)
 
     @staticmethod
     def _teammates(

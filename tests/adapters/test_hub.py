@@ -120,3 +120,30 @@ def test_unknown_agent_is_refused() -> None:
 
     with pytest.raises(ValueError, match="robot_7.*not in signal-v0"):
         asyncio.run(main())
+
+
+def test_a_loop_cancelled_while_joining_leaves_nothing_behind() -> None:
+    """VERL's legacy worker cancels every other row when one raises: a row still waiting for
+    its teammates must not leave an instance that never starts (seen under load in the suite)."""
+
+    async def main():
+        hub = EpisodeHub(join_timeout=5)
+        alone = asyncio.create_task(hub.join("ep", "robot_0", "signal-v0", KW, 1, None))
+        await asyncio.sleep(0.05)
+        before = hub.live_instances()
+        alone.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await alone
+        # the same episode can still be played in full afterwards
+        both = await asyncio.wait_for(
+            asyncio.gather(
+                _play(hub, "ep", "robot_0", ["say", "pass"], seed=1),
+                _play(hub, "ep", "robot_1", ["wait", "pick 1"], seed=1),
+            ),
+            timeout=10,
+        )
+        return before, hub.live_instances(), both
+
+    before, after, both = asyncio.run(main())
+    assert before == 1 and after == 0
+    assert all(results[-1].done and not results[-1].aborted for _, results in both)

@@ -7,10 +7,10 @@ import importlib.metadata
 from pathlib import Path
 
 import pytest
-import tomllib
 from packaging.requirements import Requirement
 
 pytest.importorskip("verl")
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 REPO = Path(__file__).resolve().parents[2]
 

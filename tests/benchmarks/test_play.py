@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -61,11 +62,20 @@ class Terminal:
         os.write(self.fd, text.encode())
 
     def finish(self) -> tuple[int, str]:
-        """Wait for the program to exit: its exit status and what it showed last."""
+        """Wait for the program to exit: its exit status and what it showed last. A program
+        still running at the deadline is killed and the test fails (never a hung suite)."""
         start, deadline = len(self.screen), time.monotonic() + _TIMEOUT
         while self._read(deadline) and time.monotonic() < deadline:
             pass
-        _, status = os.waitpid(self.pid, 0)
+        done, status = os.waitpid(self.pid, os.WNOHANG)
+        while not done and time.monotonic() < deadline:  # the terminal closes before the exit
+            time.sleep(0.05)
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+        if not done:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            os.close(self.fd)
+            pytest.fail(f"still running after {_TIMEOUT:.0f}s; it showed:\n{self.screen[-3000:]}")
         os.close(self.fd)
         return os.waitstatus_to_exitcode(status), self.screen[start:]
 
@@ -135,6 +145,7 @@ def test_a_person_listens_then_speaks_and_the_team_succeeds() -> None:
 def test_quitting_is_clean(keys: str) -> None:
     term = Terminal("play", "signal-v1")
     term.read_until("robot_0> ")
+    time.sleep(0.5)  # the prompt is drawn before input() reads: a ^D typed earlier can be lost
     term.type(keys)
     status, end = term.finish()
     assert status == 0, end

@@ -579,3 +579,99 @@ def test_a_row_with_one_complete_copy_is_dropped(outcomes, enforce, kept) -> Non
     assert sum(r == "trajectory" for r in results) == kept, results
     dropped = [r for r, ok in zip(results, outcomes, strict=True) if ok and r != "trajectory"]
     assert all(isinstance(r, EpisodeIncomplete) and "group of one" in str(r) for r in dropped)
+
+
+#: Qwen2.5-Instruct's chat template without its tool branches: a default system message when
+#: none is given, whitespace control, ChatML turns (the layout of the model the recipe trains).
+QWEN25_TEMPLATE = (
+    "{%- if messages[0]['role'] == 'system' %}"
+    "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
+    "{%- else %}"
+    "{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+    "assistant.<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- if (message.role == 'user') or (message.role == 'system' and not loop.first) "
+    "or (message.role == 'assistant') %}"
+    "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+
+@pytest.fixture(params=["local", "qwen2.5"])
+def templated(request, model_dir, tmp_path):
+    """The local model, or a copy of it whose tokenizer carries Qwen2.5's chat template."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    if request.param == "local":
+        return model_dir, AutoTokenizer.from_pretrained(model_dir)
+    copy = tmp_path / "qwen25-template"
+    shutil.copytree(model_dir, copy)
+    (copy / "chat_template.jinja").write_text(QWEN25_TEMPLATE)
+    tok = AutoTokenizer.from_pretrained(copy)
+    assert "Alibaba" in tok.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False)
+    return copy, tok
+
+
+def test_every_turns_prompt_is_the_chat_template_of_the_whole_conversation(
+    make_cfg, make_batch, templated
+) -> None:
+    """Token continuity: the ids the rollout server is sent on each turn are exactly the chat
+    template applied to the conversation so far (system, first observation, each reply, each
+    next observation, generation prompt), although each turn only tokenises what is new; and
+    the trajectory trained on is the last turn's ids plus the last reply. No re-tokenisation
+    drift between what was sampled and what is trained."""
+    sent: dict[str, list[list[int]]] = {}
+
+    class Recording(ScriptedServer):
+        async def generate(self, request_id, *, prompt_ids, sampling_params, **kw):
+            sent.setdefault(request_id, []).append(list(prompt_ids))
+            return await super().generate(
+                request_id, prompt_ids=prompt_ids, sampling_params=sampling_params, **kw
+            )
+
+    model, tokenizer = templated
+    cfg = make_cfg(max_reply_tokens=64, response_length=1024)  # room for every turn
+    cfg.actor_rollout_ref.model.path = str(model)  # the worker loads this tokenizer
+    batch = make_batch(cfg, rows=[0, 1, 2, 3], n=2)
+    rows = _rows(_run(cfg, Recording(tokenizer, policy_reply(RandomPolicy(seed=7))), batch))
+    by_instance: dict[str, list[dict]] = {}
+    for row in rows:
+        by_instance.setdefault(row["instance"], []).append(row)
+    checked = 0
+    for members in by_instance.values():
+        _, seen = _replay(members)
+        info = members[0]["info"]
+        env = make(info["env_id"], **json.loads(info["env_kwargs"]))
+        first_obs, infos = env.reset(seed=int(info["seed"]))
+        for row in members:
+            agent = row["agent"]
+            messages = [
+                {"role": "system", "content": infos[agent]["instructions"]},
+                {"role": "user", "content": first_obs[agent]},
+            ]
+            prompts = sent[f"{row['instance']}/{agent}"]
+            assert len(prompts) == len(row["replies"]) >= 2
+            for turn, ids in enumerate(prompts):
+                expected = tokenizer.apply_chat_template(
+                    messages, add_generation_prompt=True, tokenize=True, return_dict=True
+                )["input_ids"]
+                assert ids == list(expected), f"{agent}, turn {turn}: the sent ids drifted"
+                checked += 1
+                if turn < len(seen[agent]):  # the episode goes on: the reply, then what follows
+                    messages += [
+                        {"role": "assistant", "content": row["replies"][turn]},
+                        {"role": "user", "content": seen[agent][turn]},
+                    ]
+            # the batch row (prompt ids, then response ids) starts with every sent prompt
+            full = prompts[0] + row["ids"]
+            assert full[: len(prompts[-1])] == prompts[-1], f"{agent}: trained ids differ from sent"
+            assert (
+                tokenizer.decode(full[len(prompts[-1]) :], skip_special_tokens=True)
+                == row["replies"][-1]
+            ), f"{agent}: the last reply is not what follows the last prompt"
+    assert checked >= 2 * len(rows), checked  # every turn of every trajectory was compared

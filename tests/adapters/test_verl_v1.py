@@ -5,6 +5,7 @@ computes advantages in this (the trainer's) process, for ``grpo`` and ``team_grp
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import numpy as np
@@ -87,7 +88,7 @@ ROWS = tuple(range(12))  # 6 episodes x 2 agents
 WORKERS: list = []  # the agent-loop workers of this module's Ray job (the first owns the registry)
 
 
-def _rollout(cfg, tokenizer, dataset_dir, reply, rows=ROWS, step=1, pad_to=None):
+def _rollout(cfg, tokenizer, dataset_dir, reply, rows=ROWS, step=1, pad_to=None, server=None):
     """What the v1 trainer does for one step: uid the rows, register them as pending prompts,
     run the worker, then sample the finished (or failed) groups from the replay buffer; with
     ``pad_to``, pad the batch to a multiple of it with VERL's own synthetic rows, as the v1
@@ -102,7 +103,7 @@ def _rollout(cfg, tokenizer, dataset_dir, reply, rows=ROWS, step=1, pad_to=None)
     tu.assign_non_tensor_data(batch, "global_steps", step)
     tags = [{"is_prompt": True, "status": "pending", "global_steps": step} for _ in rows]
     tq.kv_batch_put(keys=uids, partition_id="train", tags=tags)
-    worker = AgentLoopWorkerTQ.remote(cfg, ScriptedServer(tokenizer, reply), None, None)
+    worker = AgentLoopWorkerTQ.remote(cfg, server or ScriptedServer(tokenizer, reply), None, None)
     WORKERS.append(worker)  # verl's manager keeps its workers for the whole job; so do we
     ray.get(worker.generate_sequences.remote(batch), timeout=120)
     buffer = ReplayBuffer(
@@ -222,3 +223,46 @@ def test_team_grpo_refuses_rows_without_a_record(v1) -> None:
     unknown = np.array([str(uuid.uuid4()) for _ in range(3)], dtype=object)
     with pytest.raises(advantage.TeamRecordMissingError, match="3 of 3 rows"):
         advantage.team_keys(unknown)
+
+
+class RecordingServer(ScriptedServer):
+    """The scripted double, also writing what each call was sent and answered (JSON lines in
+    ``path``): it runs inside the worker actor, so the test reads the file."""
+
+    def __init__(self, tokenizer, reply, path: str) -> None:
+        super().__init__(tokenizer, reply)
+        self.path = path
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kw):
+        out = await super().generate(
+            request_id, prompt_ids=prompt_ids, sampling_params=sampling_params, **kw
+        )
+        with open(self.path, "a") as f:
+            f.write(json.dumps({"id": request_id, "sent": list(prompt_ids), "got": out.token_ids}))
+            f.write("\n")
+        return out
+
+
+def test_v1_batch_holds_exactly_the_ids_sent_and_generated(v1, tokenizer, dataset_dir, tmp_path):
+    """Token continuity through the v1 worker: each trajectory's ids in TransferQueue (what the
+    trainer reads) are its last prompt as the rollout server received it plus the tokens the
+    server generated for it, and every earlier prompt is a prefix: nothing is re-tokenised."""
+    log = tmp_path / "calls.jsonl"
+    server = RecordingServer(tokenizer, policy_reply(RandomPolicy(seed=9)), str(log))
+    keys, _, _, _ = _rollout(v1, tokenizer, dataset_dir, None, server=server)
+    data = tq.kv_batch_get(
+        keys=keys, partition_id="train", select_fields=["input_ids", "extra_fields"]
+    )
+    calls: dict[str, list[dict]] = {}
+    for line in log.read_text().splitlines():
+        call = json.loads(line)
+        calls.setdefault(call["id"], []).append(call)
+    assert len(keys) == len(ROWS) * N
+    for ids, extra in zip(list(data["input_ids"]), list(data["extra_fields"]), strict=True):
+        turns = calls[f"{extra['teamgym_instance']}/{extra['teamgym_agent']}"]
+        ids = [int(t) for t in ids]
+        for call in turns:  # every prompt sent, and what came back, is in the trained ids
+            end = len(call["sent"])
+            assert ids[:end] == call["sent"]
+            assert ids[end : end + len(call["got"])] == call["got"]
+        assert len(ids) == len(turns[-1]["sent"]) + len(turns[-1]["got"])

@@ -52,7 +52,7 @@ class ThroughputResult:
     trainer: str = "legacy"
     """The worker measured: ``v1`` (``AgentLoopWorkerTQ``, what ``main_ppo`` runs) or ``legacy``."""
     cpu_seconds: float = 0.0
-    """CPU time of this process and its children (Ray workers, TransferQueue) during the batch."""
+    """CPU time of the rollout's processes during the batch (see the module docstring)."""
     cpu_ms_per_agent_turn: float = 0.0
     """``cpu_seconds`` over the agent-turns played (rows x turns), in milliseconds."""
 
@@ -64,7 +64,7 @@ def _cpu_seconds(include_self: bool = True) -> float:
 
     me = psutil.Process()
     total = 0.0
-    for proc in [me] * include_self + me.children(recursive=True):
+    for proc in ([me] if include_self else []) + me.children(recursive=True):
         try:
             times = proc.cpu_times()
         except psutil.Error:  # ended meanwhile

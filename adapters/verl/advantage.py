@@ -29,7 +29,7 @@ Rows that are not episodes' trajectories get a zero advantage and enter no group
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Any
 
 import numpy as np
@@ -181,9 +181,7 @@ def compute_team_grpo_advantage(
             getattr(config, "norm_adv_by_std_in_grpo", norm_adv_by_std_in_grpo)
         )
     keys = team_keys(index)
-    counts: dict[str, int] = {}
-    for key in keys:
-        counts[key] = counts.get(key, 0) + 1
+    counts = Counter(keys)
     scored = [
         i for i, (u, k) in enumerate(zip(index, keys, strict=True))
         if not is_padding_uid(u) and counts[k] > 1

@@ -81,9 +81,9 @@ class EpisodeIncomplete(RuntimeError):
 class _Quorum:
     """The copies of one row in this process (one ``uid``: v1 starts its ``rollout.n`` sessions
     together in one worker; the legacy trainer's repeated rows may be split across workers, and
-    fails the step on any error anyway) that finish together: a copy that completed while every other copy failed would be a GRPO group of one,
-    with no baseline (VERL's ``grpo`` would give it its raw score as advantage), so it is
-    dropped too. Copies start before their first ``await`` (VERL creates a row's sessions
+    fails the step on any error anyway), settling together: a copy that completed while every
+    other copy failed would be a GRPO group of one, with no baseline (VERL's ``grpo`` would give
+    it its raw score as advantage), so it is dropped too. Copies start before their first ``await`` (VERL creates a row's sessions
     together), so ``started`` is complete before any copy settles."""
 
     def __init__(self, uid: str, enforce: bool) -> None:

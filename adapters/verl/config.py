@@ -7,8 +7,8 @@ trainer modes, a ``gen_batch_size`` that cuts episodes); any of these can separa
 of one episode. :func:`validate_config` refuses such a run up front with the setting and the fix
 in the message, after checking the parquet files VERL will load (``data.train_files``,
 ``data.val_files``) against their ``manifest.json``; :func:`check_engine` refuses a rollout
-backend that is not installed; :func:`check_resources` counts what Ray must reserve (TransferQueue,
-verl's GPU bundles) against the cluster; :func:`verl_validate` then runs VERL's own validator,
+backend that is not installed; :func:`teamgym.adapters.verl.resources.check_resources` counts what
+Ray must reserve (TransferQueue, verl's GPU bundles) against the cluster; :func:`verl_validate` then runs VERL's own validator,
 the one ``main_ppo`` runs at start-up. Row changes VERL makes that teamgym handles (batch padding,
 failed groups) are described in :mod:`teamgym.adapters.verl.advantage`.
 """
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import os
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,7 +33,6 @@ __all__ = [
     "TeamConfigError",
     "agent_loop_settings",
     "check_engine",
-    "check_resources",
     "validate_config",
     "verl_validate",
     "write_agent_loop_yaml",
@@ -50,9 +48,6 @@ ENGINE_EXTRAS = {
     "sglang": ("sglang", "sglang"),
     "trtllm": ("tensorrt_llm", None),
 }
-#: CPUs verl's v1 trainer puts in each GPU bundle of its placement groups (``ResourcePoolManager``'s
-#: default ``max_colocate_count``, ``single_controller/ray/base.py``).
-CPUS_PER_GPU_BUNDLE = 3
 
 # ``${teamgym.tokens:P,R,K}`` = K * (P + R): token budgets derived from the sequence lengths.
 OmegaConf.register_new_resolver(
@@ -179,88 +174,12 @@ def _check_prompts(cfg: DictConfig, manifest: Any) -> list[str]:
     return []
 
 
-def _held_cpus(cfg: DictConfig, nodes: Sequence[dict[str, Any]]) -> list[float]:
-    """CPUs Ray holds on each node for the run: verl's GPU bundles (``CPUS_PER_GPU_BUNDLE``
-    each, on the GPU nodes: the trainer's pool, a reward-model pool, a distillation teacher
-    pool) and, under the v1 trainer, TransferQueue's storage units (one CPU each, round-robin
-    over the nodes in node-id order, as TransferQueue places them) and its controller (one CPU;
-    counted on the first node)."""
-    held = [0.0] * len(nodes)
-    gpus = [int(cfg.trainer.n_gpus_per_node)] * int(cfg.trainer.nnodes)
-    rm = cfg.get("reward", {}).get("reward_model", {})
-    if rm.get("enable_resource_pool"):
-        gpus += [int(rm.n_gpus_per_node)] * int(rm.nnodes)
-    teacher: Any = cfg.get("distillation") or {}
-    if teacher.get("enabled"):
-        gpus += [int(teacher["n_gpus_per_node"])] * int(teacher["nnodes"])
-    gpu_nodes = sorted(range(len(nodes)), key=lambda i: -float(nodes[i].get("GPU", 0)))
-    if len(gpus) > len(gpu_nodes):
-        raise TeamConfigError(
-            f"the run places GPU bundles on {len(gpus)} nodes (trainer.nnodes and any reward or "
-            f"teacher pool), the Ray cluster has {len(nodes)}: start more nodes or lower nnodes"
-        )
-    for i, count in zip(gpu_nodes, gpus, strict=False):
-        held[i] += CPUS_PER_GPU_BUNDLE * count
-    queue = cfg.get("transfer_queue", {}).get("backend", {})
-    v1 = bool(cfg.trainer.get("use_v1", True))
-    if v1 and queue.get("storage_backend", "SimpleStorage") == "SimpleStorage":
-        order = sorted(range(len(nodes)), key=lambda i: str(nodes[i].get("NodeID", i)))
-        for unit in range(int(queue.SimpleStorage.num_data_storage_units)):
-            held[order[unit % len(nodes)]] += 1
-    if v1:
-        held[0] += 1  # TransferQueueController
-    return held
-
-
-def check_resources(cfg: DictConfig, nodes: Sequence[dict[str, Any]] | None = None) -> list[str]:
-    """Whether Ray's CPUs hold every reservation of the run (see :func:`_held_cpus`) with one to
-    spare for verl's unreserved actors (the task runner, agent-loop and reward workers need a free
-    CPU to be placed). ``nodes`` are the cluster's nodes (``{"CPU": n, "GPU": m, "NodeID": …}``,
-    their total resources as ``ray.nodes()`` reports them) when connected; else one node of
-    ``ray_kwargs.ray_init.num_cpus`` CPUs (the local instance ``main_ppo`` starts: refused) or of
-    this machine's CPUs (a warning, since the GPU nodes may be larger). A multi-node run is only
-    counted against its cluster. Raises :class:`TeamConfigError` with the fix."""
-    fix = (
-        "lower transfer_queue.backend.SimpleStorage.num_data_storage_units, or give Ray more "
-        "(logical) CPUs (ray_kwargs.ray_init.num_cpus, or `ray start --num-cpus N` on each node)"
-    )
-    cpus = cfg.ray_kwargs.get("ray_init", {}).get("num_cpus")
-    measured = nodes is not None or cpus is not None
-    if nodes is None:
-        if int(cfg.trainer.nnodes) > 1:
-            return [
-                f"trainer.nnodes={cfg.trainer.nnodes}: Ray's CPUs per node can only be counted "
-                "against the running cluster; run --check-only with RAY_ADDRESS set to check them"
-            ]
-        per_node = float(cpus if cpus is not None else os.cpu_count() or 1)
-        nodes = [{"CPU": per_node, "GPU": float(cfg.trainer.n_gpus_per_node)}]
-    nodes = list(nodes)
-    held = _held_cpus(cfg, nodes)
-    total = sum(float(n.get("CPU", 0)) for n in nodes)
-    short = [
-        f"node {i}: {h:g} of {float(n.get('CPU', 0)):g} CPUs"
-        for i, (h, n) in enumerate(zip(held, nodes, strict=True))
-        if h > float(n.get("CPU", 0))
-    ]
-    if short or sum(held) + 1 > total:
-        detail = "; ".join(short) or f"{sum(held):g} of {total:g} CPUs, none spare"
-        message = (
-            f"Ray would hold {detail} ({CPUS_PER_GPU_BUNDLE} per GPU bundle of verl's placement "
-            "groups, 1 per TransferQueue storage unit, 1 for its controller), and the trainer "
-            f"needs one more to start: its placement group would wait forever; {fix}"
-        )
-        if measured:
-            raise TeamConfigError(message)
-        return [f"on a node of {total:g} CPUs (this machine's): {message}"]
-    return []
-
-
 def validate_config(
     cfg: DictConfig, check_data: bool = False, nodes: Sequence[dict[str, float]] | None = None
 ) -> list[str]:
     """Check a composed VERL config for a teamgym run (with ``check_data``, also the parquet
     files VERL will load, ``data.train_files`` and ``data.val_files``, against their manifests);
-    ``nodes``: the Ray cluster's, when connected (see :func:`check_resources`). Raises
+    ``nodes``: the Ray cluster's, when connected (see :mod:`.resources`). Raises
     :class:`TeamConfigError` with the fix, and returns warnings (also emitted) for choices that
     run but are probably wrong."""
     loop = _check_settings(cfg)
@@ -274,6 +193,8 @@ def validate_config(
         _check_batches(cfg, loop, manifest.rows_per_episode, manifest.val_rows)
         notes += _check_prompts(cfg, manifest)
     notes += _check_padding(cfg)
+    from teamgym.adapters.verl.resources import check_resources
+
     notes += check_resources(cfg, nodes)
     estimator = str(cfg.algorithm.adv_estimator)
     if estimator not in SUPPORTED_ESTIMATORS:

@@ -17,7 +17,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -30,8 +30,9 @@ from teamgym.adapters.verl.config import (
     validate_config,
     verl_validate,
 )
+from teamgym.adapters.verl.resources import cluster_nodes
 
-__all__ = ["AGENT_LOOP_ENV", "cluster_nodes", "compose_config", "main", "setup_worker"]
+__all__ = ["AGENT_LOOP_ENV", "compose_config", "main", "setup_worker"]
 
 #: Environment variable carrying the ``teamgym_agent`` registry entry (JSON) to Ray workers.
 AGENT_LOOP_ENV = "TEAMGYM_AGENT_LOOP"
@@ -76,40 +77,6 @@ def runtime_config(cfg: DictConfig) -> DictConfig:
         runtime_env.env_vars["VERL_FILE_LOGGER_PATH"] = path
     cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path = None
     return cfg
-
-
-def cluster_nodes(cfg: DictConfig) -> list[dict[str, Any]] | None:
-    """The alive nodes' CPUs and GPUs of the Ray cluster the run will join, when there is one to
-    ask (Ray already up in this process, or ``ray_kwargs.ray_init.address`` / ``RAY_ADDRESS``
-    naming a running cluster); None when ``main_ppo`` will start a local one."""
-    import ray
-
-    address = cfg.ray_kwargs.get("ray_init", {}).get("address") or os.environ.get("RAY_ADDRESS")
-    started = False
-    if not ray.is_initialized():
-        if not address or address == "local":
-            return None
-        try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
-        except Exception as exc:  # Ray raises several types for an address that does not answer
-            raise ConnectionError(
-                f"cannot reach the Ray cluster at {address} (RAY_ADDRESS or "
-                f"ray_kwargs.ray_init.address) to count its CPUs: {exc}"
-            ) from exc
-        started = True
-    try:
-        return [  # total resources: another job holding some of them is not counted
-            {
-                "CPU": float(n["Resources"].get("CPU", 0)),
-                "GPU": float(n["Resources"].get("GPU", 0)),
-                "NodeID": str(n["NodeID"]),
-            }
-            for n in ray.nodes()
-            if n.get("Alive")
-        ]
-    finally:
-        if started:
-            ray.shutdown()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

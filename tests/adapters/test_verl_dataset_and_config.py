@@ -357,7 +357,7 @@ def test_check_only_reads_the_files_verl_loads(dataset_dir, tmp_path) -> None:
 
 
 def test_resources_count_every_reservation_single_and_multi_node(dataset_dir) -> None:
-    from teamgym.adapters.verl.config import check_resources
+    from teamgym.adapters.verl.resources import check_resources
 
     cfg = _cfg(
         dataset_dir,

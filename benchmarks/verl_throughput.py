@@ -19,11 +19,12 @@ the tokenisation of its reply, is in it too). Figures, not a timed test.
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,22 +56,41 @@ class ThroughputResult:
     """CPU time of the rollout's processes during the batch (see the module docstring)."""
     cpu_ms_per_agent_turn: float = 0.0
     """``cpu_seconds`` over the agent-turns played (rows x turns), in milliseconds."""
+    cpu_ms_by_process: dict[str, float] = field(default_factory=dict)
+    """``cpu_ms_per_agent_turn`` by process role: ``worker`` (the agent-loop worker, our loop
+    and the double's replies inside it), TransferQueue's, Ray's daemons."""
+    idle_cpu_ms_per_agent_turn: float = 0.0
+    """What the same processes burn idle over the batch's wall time (their rate in the second
+    before it), per agent-turn: polling that would run without any rollout."""
 
 
-def _cpu_seconds(include_self: bool = True) -> float:
+def _cpu_seconds(include_self: bool = True, worker_pid: int | None = None) -> dict[str, float]:
     """User + system CPU of every live process this one started (Ray's workers and daemons,
-    TransferQueue), and of this process itself with ``include_self``."""
+    TransferQueue), and of this process itself with ``include_self``, by role: ``worker`` (the
+    process at ``worker_pid``: the agent-loop worker, our loop inside it), else the process
+    title (``ray::SimpleStorageUnit``) or program name (``raylet``)."""
     import psutil
 
     me = psutil.Process()
-    total = 0.0
+    totals: dict[str, float] = {}
     for proc in ([me] if include_self else []) + me.children(recursive=True):
         try:
             times = proc.cpu_times()
+            role = "worker" if proc.pid == worker_pid else _role(proc)
         except psutil.Error:  # ended meanwhile
             continue
-        total += times.user + times.system
-    return total
+        totals[role] = totals.get(role, 0.0) + times.user + times.system
+    return totals
+
+
+def _role(proc: Any) -> str:
+    """A process's title as Ray sets it (``ray::TransferQueueController``), else its program."""
+    cmdline = proc.cmdline()
+    first = cmdline[0] if cmdline else proc.name()
+    if first.startswith("ray::"):
+        return first.split(".")[0]
+    scripts = [Path(a).name for a in cmdline[1:3] if a.endswith(".py")]
+    return scripts[0] if scripts else Path(first).name
 
 
 def _batch(cfg: Any, dataset_dir: Path, tokenizer: Any, n: int) -> Any:
@@ -120,7 +140,9 @@ def measure_throughput(
             )
         else:
             server = LocalModelServer(model_dir)
-        rows, tokens, seconds, cpu, in_flight = run(cfg, work / "data", tokenizer, server, n)
+        got = run(cfg, work / "data", tokenizer, server, n)
+        rows, seconds, turns_played = got.rows, got.seconds, max(1, got.rows * turns)
+        cpu = sum(got.cpu.values())
         results.append(
             ThroughputResult(
                 server=kind,
@@ -131,30 +153,56 @@ def measure_throughput(
                 seconds=seconds,
                 rows_per_s=rows / seconds,
                 episodes_per_s=episodes * n / seconds,
-                tokens_per_s=tokens / seconds,
+                tokens_per_s=got.tokens / seconds,
                 latency=latency if kind == "latency" else 0.0,
                 concurrency_ratio=seconds / (turns * latency) if kind == "latency" else None,
-                max_in_flight=in_flight,
+                max_in_flight=got.in_flight,
                 trainer="legacy" if legacy else "v1",
                 cpu_seconds=cpu,
-                cpu_ms_per_agent_turn=cpu / max(1, rows * turns) * 1e3,
+                cpu_ms_per_agent_turn=cpu / turns_played * 1e3,
+                cpu_ms_by_process={
+                    role: round(v / turns_played * 1e3, 3)
+                    for role, v in sorted(got.cpu.items(), key=lambda kv: -kv[1])
+                },
+                idle_cpu_ms_per_agent_turn=sum(got.idle.values()) * seconds / turns_played * 1e3,
             )
         )
     return results
 
 
-Measured = tuple[int, int, float, float, int | None]
-"""rows, response tokens, wall seconds, CPU seconds, the server's most calls in flight."""
+@dataclass(frozen=True)
+class _Measured:
+    """One batch: rows, response tokens, wall seconds, CPU seconds by process role, the same
+    processes' idle CPU seconds per second before it, the server's most calls in flight."""
+
+    rows: int
+    tokens: int
+    seconds: float
+    cpu: dict[str, float]
+    idle: dict[str, float]
+    in_flight: int | None
 
 
-def _timed(fn: Callable[[], Any], include_self: bool = True) -> tuple[Any, float, float]:
-    """Run ``fn``; its result, wall seconds and CPU seconds (see :func:`_cpu_seconds`)."""
-    cpu, start = _cpu_seconds(include_self), time.perf_counter()
+def _timed(
+    fn: Callable[[], Any], include_self: bool = True, worker_pid: int | None = None
+) -> tuple[Any, float, dict[str, float], dict[str, float]]:
+    """Run ``fn`` after a second of idling: its result, wall seconds, CPU seconds by process
+    role (see :func:`_cpu_seconds`) and, by role, the CPU per second burnt in the idle second."""
+
+    def cpu() -> dict[str, float]:
+        return _cpu_seconds(include_self, worker_pid)
+
+    before = cpu()
+    time.sleep(1.0)
+    start_cpu, start = cpu(), time.perf_counter()
+    idle = {role: start_cpu.get(role, 0.0) - v for role, v in before.items()}
     out = fn()
-    return out, time.perf_counter() - start, _cpu_seconds(include_self) - cpu
+    seconds, end_cpu = time.perf_counter() - start, cpu()
+    used = {role: v - start_cpu.get(role, 0.0) for role, v in end_cpu.items()}
+    return out, seconds, used, idle
 
 
-def _run_legacy(cfg: Any, data: Path, tokenizer: Any, server: Any, n: int) -> Measured:
+def _run_legacy(cfg: Any, data: Path, tokenizer: Any, server: Any, n: int) -> _Measured:
     """The legacy in-process ``AgentLoopWorker`` on the rows repeated ``n`` times; the second
     of two batches is measured (the first pays one-off costs: template compilation, imports)."""
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
@@ -164,13 +212,14 @@ def _run_legacy(cfg: Any, data: Path, tokenizer: Any, server: Any, n: int) -> Me
     if hasattr(server, "max_in_flight"):
         server.max_in_flight = 0
     batch = _batch(cfg, data, tokenizer, n)
-    out, seconds, cpu = _timed(lambda: asyncio.run(worker.generate_sequences(batch)))
+    run = lambda: asyncio.run(worker.generate_sequences(batch))  # noqa: E731
+    out, seconds, cpu, idle = _timed(run, worker_pid=os.getpid())
     prompt_len = out.batch["prompts"].shape[1]
     tokens = int(out.batch["attention_mask"][:, prompt_len:].sum())
-    return len(out), tokens, seconds, cpu, getattr(server, "max_in_flight", None)
+    return _Measured(len(out), tokens, seconds, cpu, idle, getattr(server, "max_in_flight", None))
 
 
-def _run_v1(cfg: Any, data: Path, tokenizer: Any, server: Any, n: int) -> Measured:
+def _run_v1(cfg: Any, data: Path, tokenizer: Any, server: Any, n: int) -> _Measured:
     """The v1 worker as ``main_ppo`` runs it: a Ray actor writing into TransferQueue, ``n``
     sessions per row, the finished batch sampled by VERL's ``ReplayBuffer`` and cleared. The
     second of two batches is measured: the first starts Ray's worker processes."""
@@ -232,10 +281,11 @@ def _run_v1(cfg: Any, data: Path, tokenizer: Any, server: Any, n: int) -> Measur
 
         rollout(1)  # warm-up: Ray starts worker processes, imports, template compilation
         time.sleep(1.0)  # let processes started for the warm-up go idle
+        pid = ray.get(worker.__ray_call__.remote(lambda self: os.getpid()))
         # the worker's side only: this process stands in for the trainer (polling the buffer)
-        meta, seconds, cpu = _timed(lambda: rollout(2), include_self=False)
+        meta, seconds, cpu, idle = _timed(lambda: rollout(2), include_self=False, worker_pid=pid)
         tokens = sum(int(tag["response_len"]) for tag in meta.tags)
-        return len(meta.keys), tokens, seconds, cpu, None
+        return _Measured(len(meta.keys), tokens, seconds, cpu, idle, None)
     finally:
         tq.close()
         ray.shutdown()

@@ -36,6 +36,7 @@ import asyncio
 import json
 from typing import Any
 
+from omegaconf import DictConfig, OmegaConf
 from verl.experimental.agent_loop.agent_loop import (
     AgentLoopBase,
     AgentLoopMetrics,
@@ -47,6 +48,7 @@ from verl.experimental.agent_loop.agent_loop import (
 from teamgym.adapters.chat import forced_reply
 from teamgym.adapters.verl.advantage import record_team
 from teamgym.adapters.verl.hub import get_ray_hub, local_hub
+from teamgym.adapters.verl.tokens import first_prompt_ids
 from teamgym.adapters.verl.trajectory import Trajectory
 from teamgym.names import AGENT_LOOP_NAME, DEFAULT_SHARING_WEIGHT
 
@@ -122,6 +124,11 @@ _QUORUMS: dict[str, _Quorum] = {}
 """Owned by :class:`_Quorum`: the rows whose copies are in flight in this process."""
 
 
+_END_OF_TURN: dict[tuple[int, str], tuple[Any, list[int]]] = {}
+"""Owned by ``TeamAgentLoop.__init__``: :func:`end_of_turn_ids` per tokenizer object (kept
+alive beside its ids, so no other object takes its id) and chat template."""
+
+
 def end_of_turn_ids(tokenizer: Any) -> list[int]:
     """The tokens the chat template writes right after an assistant reply, up to the first
     whitespace (Qwen's ``<|im_end|>``, Llama 3's ``<|eot_id|>``): what a model emits to end its
@@ -173,11 +180,16 @@ class TeamAgentLoop(AgentLoopBase):
         self.forced_moves = forced_moves
         self.stop = [str(s) for s in (stop or []) if s]
         self.mask_stop = bool(mask_stop)
+        if isinstance(sharing, DictConfig):  # `_recursive_: false` hands nodes over as they are
+            sharing = OmegaConf.to_container(sharing, resolve=True)  # type: ignore[assignment]
         self.sharing = dict(sharing or {"weight": DEFAULT_SHARING_WEIGHT})
         self.max_reply_tokens = int(max_reply_tokens)
         self.response_length = int(self.rollout_config.response_length)
         self.prompt_length = int(self.rollout_config.prompt_length)
-        self.end_of_turn = end_of_turn_ids(self.tokenizer)
+        key = (id(self.tokenizer), str(getattr(self.tokenizer, "chat_template", "")))
+        if key not in _END_OF_TURN:  # once per tokenizer, not per trajectory
+            _END_OF_TURN[key] = (self.tokenizer, end_of_turn_ids(self.tokenizer))
+        self.end_of_turn = _END_OF_TURN[key][1]
         if hub == "local":
             self.hub, self._remote = local_hub(join_timeout, turn_timeout), False
         elif hub == "ray":
@@ -226,22 +238,18 @@ class TeamAgentLoop(AgentLoopBase):
             if entry[1] == 0 and _SLOTS.get(key) is entry:
                 del _SLOTS[key]
 
-    async def _prompt_ids(self, messages: list[dict], where: str) -> list[int]:
-        """The first prompt as VERL's continuous-token builder renders it; refused when over
-        ``rollout.prompt_length`` (VERL would left-truncate it, cutting the instructions)."""
-        prompt_ids = await self.ct_build_initial_tokens(messages)
-        if len(prompt_ids) >= self.prompt_length:  # maybe truncated: measure it whole
-            full = await self.loop.run_in_executor(
-                None, lambda: self.continuous_token_builder.build_initial_tokens(messages)
-            )
-            prompt_ids = full if len(full) > self.prompt_length else prompt_ids
+    def _prompt_ids(self, messages: list[dict], where: str) -> list[int]:
+        """The first prompt as VERL's continuous-token builder renders it (once per row: its
+        copies share it); refused when over ``rollout.prompt_length`` (VERL would
+        left-truncate it, cutting the instructions)."""
+        prompt_ids = first_prompt_ids(self.continuous_token_builder, messages)
         if len(prompt_ids) > self.prompt_length:
             raise ValueError(
                 f"the first prompt of {where} is {len(prompt_ids)} tokens, over "
                 f"rollout.prompt_length={self.prompt_length}: raise data.max_prompt_length, or "
                 "rebuild the dataset with `teamgym verl-data --tokenizer MODEL --max-prompt-length N`"
             )
-        return list(prompt_ids)
+        return prompt_ids
 
     async def _reply(
         self, traj: Trajectory, valid: tuple[str, ...], request_id: str, sampling: dict[str, Any]
@@ -308,7 +316,7 @@ class TeamAgentLoop(AgentLoopBase):
         first_observation = messages[-1]["content"]  # the hub's reset must show the same
 
         # 2. the prompt
-        prompt_ids = await self._prompt_ids(messages, f"{episode} / {agent}")
+        prompt_ids = self._prompt_ids(messages, f"{episode} / {agent}")
         traj = Trajectory(
             self, prompt_ids, self.response_length, bool(sampling_params.get("logprobs"))
         )

@@ -2,8 +2,9 @@
 
 The prompt, then the agent's replies (``response_mask`` 1: the model's tokens, trained), forced
 moves and stop strings (mask 0: the loop's tokens, context only) and the observations between
-turns (mask 0), all through VERL's continuous-token helpers so the tokens are exactly what the
-chat template renders. The sequence stops growing once ``response_length`` is spent
+turns (mask 0), through VERL's continuous-token builder (its boundary handling, its alignment of
+masks), each observation rendered once (:mod:`teamgym.adapters.verl.tokens`), so the tokens are
+exactly what the chat template renders for the whole conversation. The sequence stops growing once ``response_length`` is spent
 (``budget_left`` turns false); the agent then keeps playing with empty replies.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from teamgym.adapters.verl.tokens import observation_ids
 
 __all__ = ["Trajectory"]
 
@@ -81,15 +84,22 @@ class Trajectory:
             self._unmask_last(self._merge(ids, [0.0] * len(ids)))
 
     async def add_observation(self, previous: list[dict], messages: list[dict]) -> None:
-        """Append the messages after ``previous`` (the reply and the next observation, mask 0);
-        when they would fill the budget the trajectory stops growing instead."""
-        merged, mask, lp = await self.loop.ct_merge_context_msg(
-            previous,
-            messages,
-            self.token_ids,
-            self.mask,
-            self.logprobs if self.want_logprobs else None,
-        )
+        """Append the messages after ``previous`` (the next observation and the generation
+        prompt, mask 0), rendering only the new message when :func:`observation_ids` can, else
+        through VERL's builder; when they would fill the budget the trajectory stops growing."""
+        builder = self.loop.continuous_token_builder
+        logprobs = self.logprobs if self.want_logprobs else None
+        appended = messages[len(previous) :]
+        ids = observation_ids(builder, appended[0]) if len(appended) == 1 else None
+        if ids is None:
+            merged, mask, lp = await self.loop.ct_merge_context_msg(
+                previous, messages, self.token_ids, self.mask, logprobs
+            )
+        else:  # the builder's own boundary handling (Qwen's newline after <|im_end|>)
+            merged = builder._merge_context_token_ids(
+                self.token_ids, ids, previous_messages=previous, appended_messages=appended
+            )
+            mask, lp = builder.align_response_metadata(merged, self.mask, logprobs)
         if len(mask) >= self.response_length:
             self.budget_left = False
         else:

@@ -71,6 +71,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
         legacy=args.legacy,
     )
     console.print(throughput_table(results))
+    for r in results:
+        parts = ", ".join(f"{role} {ms:.2f}" for role, ms in r.cpu_ms_by_process.items() if ms)
+        console.print(
+            f"{r.server}: CPU ms per agent-turn by process: {parts}; the same processes idle "
+            f"over the same time: {r.idle_cpu_ms_per_agent_turn:.2f}"
+        )
     if args.json:
         import json
         import platform

@@ -86,3 +86,39 @@ def make_batch(dataset_dir, tokenizer):
 def loop_yaml_writer():
     """``write(path, **settings)``: an agent-loop registry file with some settings changed."""
     return write_agent_loop_yaml
+
+
+#: Qwen2.5-Instruct's chat template without its tool branches: a default system message when
+#: none is given, whitespace control, ChatML turns (the layout of the model the recipe trains).
+QWEN25_TEMPLATE = (
+    "{%- if messages[0]['role'] == 'system' %}"
+    "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
+    "{%- else %}"
+    "{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+    "assistant.<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- if (message.role == 'user') or (message.role == 'system' and not loop.first) "
+    "or (message.role == 'assistant') %}"
+    "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+
+@pytest.fixture(params=["local", "qwen2.5"])
+def templated(request, model_dir, tmp_path):
+    """The local model, or a copy of it whose tokenizer carries Qwen2.5's chat template."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    if request.param == "local":
+        return model_dir, AutoTokenizer.from_pretrained(model_dir)
+    copy = tmp_path / "qwen25-template"
+    shutil.copytree(model_dir, copy)
+    (copy / "chat_template.jinja").write_text(QWEN25_TEMPLATE)
+    tok = AutoTokenizer.from_pretrained(copy)
+    assert "Alibaba" in tok.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False)
+    return copy, tok

@@ -16,7 +16,7 @@ def test_legacy_worker_overlaps_every_agent(model_dir) -> None:
     assert r.trainer == "legacy" and r.rows == 6 and r.turns == 2
     assert r.max_in_flight == 6, "every agent of every episode is in flight at once"
     assert r.rows_per_s > 0 and r.tokens_per_s > 0 and r.concurrency_ratio is not None
-    assert r.cpu_ms_per_agent_turn > 0
+    assert r.cpu_ms_per_agent_turn > 0 and r.cpu_ms_by_process["worker"] > 0
 
 
 def test_v1_worker_is_measured_with_its_processes_cpu(model_dir) -> None:
@@ -28,3 +28,8 @@ def test_v1_worker_is_measured_with_its_processes_cpu(model_dir) -> None:
     assert r.cpu_seconds > 0 and r.cpu_ms_per_agent_turn == pytest.approx(
         r.cpu_seconds / (r.rows * r.turns) * 1e3
     )
+    # by process: the worker actor found by its pid, TransferQueue's processes beside it
+    assert r.cpu_ms_by_process["worker"] > 0
+    assert any(role.startswith("ray::TransferQueue") for role in r.cpu_ms_by_process)
+    assert sum(r.cpu_ms_by_process.values()) == pytest.approx(r.cpu_ms_per_agent_turn, rel=0.01)
+    assert r.idle_cpu_ms_per_agent_turn >= 0

@@ -1,7 +1,8 @@
 """``teamgym bench perf`` (alias ``teamgym perf``): env speed next to lbforaging and MPE, the
 share spent building observations, tokens per observation, optionally the VERL adapter's
 overhead; tables on the terminal, everything in a JSON file. How each figure is measured:
-:mod:`teamgym.benchmarks.perf`.
+:mod:`teamgym.benchmarks.perf`. ``--compare OLD.json`` then prints each figure's ratio new/old
+to a saved report; with ``--against NEW.json`` it compares two saved reports and measures nothing.
 """
 
 from __future__ import annotations
@@ -11,17 +12,27 @@ import dataclasses
 import json
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from teamgym.benchmarks.commands.common import check_env
+from teamgym.benchmarks.commands.common import CommandError, check_env
 from teamgym.benchmarks.commands.dataclass_args import (
     Custom,
     add_dataclass_args,
     dataclass_from_args,
 )
-from teamgym.benchmarks.perf import FLAT, PerfArgs, PerfReport, VerlOverhead
+from teamgym.benchmarks.commands.tables import perf_comparison_tables
+from teamgym.benchmarks.perf import (
+    FLAT,
+    PerfArgs,
+    PerfReport,
+    VerlOverhead,
+    compare_reports,
+    load_report,
+    setting_differences,
+)
 
 NAME = "perf"
 
@@ -38,17 +49,39 @@ CUSTOM = {"agents": Custom(_add_agents, lambda args: tuple(args.agents))}
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Declare the command: one flag per ``PerfArgs`` field."""
     p = sub.add_parser(
-        NAME, help="env speed next to lbforaging and MPE, observation cost and tokens"
+        NAME,
+        help="env speed next to lbforaging and MPE, observation cost and tokens",
+        description="Env speed next to lbforaging and MPE, observation cost and tokens. "
+        "Compare runs: 'perf --compare OLD.json' measures, then prints each figure's ratio "
+        "new/old to the saved report; 'perf --compare OLD.json --against NEW.json' compares "
+        "two saved reports without measuring anything.",
     )
     add_dataclass_args(p, PerfArgs, CUSTOM)
+    p.add_argument(
+        "--compare",
+        metavar="OLD.json",
+        help="after the run, print each figure's ratio new/old to this saved report (an earlier "
+        "--out; read before the run, so it may be the --out file), matched by env, team size "
+        "and observation mode; figures in one report only are listed as new or gone",
+    )
+    p.add_argument(
+        "--against",
+        metavar="NEW.json",
+        help="with --compare: compare this saved report with OLD.json instead of running "
+        "(nothing is measured or written)",
+    )
     return p
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    """Check the env ids, measure, print the tables and write the JSON."""
+    """Check the inputs (env ids, the reports to compare), measure, print the tables, write the
+    JSON, then the comparison; with ``--against``, only compare two saved reports."""
     from teamgym.benchmarks.perf import run as measure_all
 
     settings: PerfArgs = dataclass_from_args(PerfArgs, args, CUSTOM)
+    old = _load(args.compare, "--compare") if args.compare else None
+    if args.against:
+        return _compare_saved(args, settings, old, console)
     for env_id in settings.env:  # unknown ids fail here; team sizes an env cannot take are skipped
         check_env(env_id, {})
     with console.status("measuring") as status:
@@ -58,7 +91,57 @@ def run(args: argparse.Namespace, console: Console) -> int:
     out = Path(settings.out)
     out.write_text(json.dumps(dataclasses.asdict(report), indent=2) + "\n")
     console.print(f"wrote {out.resolve()}")
+    if old is not None:
+        print_comparison(old, dataclasses.asdict(report), args.compare, "this run", console)
     return 0
+
+
+# ------------------------------------------------------------------ comparison
+def _load(path: str, flag: str) -> dict[str, Any]:
+    """The saved report ``flag`` names; bad input (one ``error:`` line) when it is not one."""
+    try:
+        return load_report(path)
+    except ValueError as exc:
+        raise CommandError(f"{flag}: {exc}") from None
+
+
+def _compare_saved(
+    args: argparse.Namespace, settings: PerfArgs, old: dict[str, Any] | None, console: Console
+) -> int:
+    """``--compare OLD --against NEW``: refuse measurement flags (nothing is measured), compare."""
+    if old is None:
+        raise CommandError("--against NEW.json needs --compare OLD.json")
+    default = PerfArgs()
+    flags = [
+        "--" + f.name.replace("_", "-")
+        for f in dataclasses.fields(PerfArgs)
+        if getattr(settings, f.name) != getattr(default, f.name)
+    ]
+    if flags:
+        raise CommandError(
+            f"--against compares two saved reports and measures nothing: drop {', '.join(flags)}"
+        )
+    new = _load(args.against, "--against")
+    print_comparison(old, new, args.compare, args.against, console)
+    return 0
+
+
+def print_comparison(
+    old: dict[str, Any], new: dict[str, Any], old_name: str, new_name: str, console: Console
+) -> None:
+    """The comparison tables, the settings that differ, and a count of what matched."""
+    changes = compare_reports(old, new)
+    for table in perf_comparison_tables(changes, old_name, new_name):
+        console.print(table)
+    differences = setting_differences(old, new)
+    if differences:
+        console.print(f"note: measured with other settings: {'; '.join(differences)}", markup=False)
+    both = sum(c.old is not None and c.new is not None for c in changes)
+    only_new = sum(c.old is None for c in changes)
+    console.print(
+        f"{both} figures in both reports, {only_new} new, {len(changes) - both - only_new} gone",
+        markup=False,
+    )
 
 
 # ------------------------------------------------------------------ tables

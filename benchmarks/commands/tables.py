@@ -16,6 +16,7 @@ __all__ = [
     "env_args_table",
     "envs_table",
     "learn_table",
+    "perf_comparison_tables",
     "throughput_table",
 ]
 
@@ -172,3 +173,65 @@ def learn_table(summary: Mapping[str, Any]) -> Table:
     for step, success in summary["evals"]:
         table.add_row(str(step), f"{success:.2f}")
     return table
+
+
+#: ``bench perf --compare``, per report section: its title, the labels of its key fields and
+#: what a ratio new/old above 1 means.
+PERF_SECTIONS = {
+    "speed": ("Speed", ("env", "agents", "mode"), "slower"),
+    "references": ("References", ("package", "agents"), "slower"),
+    "ratios": ("Our us/step over the reference's", ("env", "reference", "agents"), "slower"),
+    "tokens": ("Tokens per text observation", ("env", "agents"), "more tokens"),
+    "verl": ("VERL adapter", ("episodes", "agents", "latency s"), "slower"),
+}
+#: Each compared figure's label and the format of its values.
+PERF_FIGURES = {
+    "us_per_agent_step": ("us/step", "{:.1f}"),
+    "us_per_reset": ("us/reset", "{:.0f}"),
+    "obs_share": ("obs share", "{:.0%}"),
+    "text": ("text", "{:.2f}x"),
+    "vector": ("vector", "{:.2f}x"),
+    "mean": ("mean", "{:.0f}"),
+    "max": ("max", "{:.0f}"),
+    "first": ("first step", "{:.0f}"),
+    "last": ("last step", "{:.0f}"),
+    "instructions": ("prompt", "{:.0f}"),
+    "seconds": ("wall s", "{:.2f}"),
+    "overhead_per_turn_ms": ("overhead ms / turn", "{:.0f}"),
+    "ratio": ("wall / latency", "{:.2f}"),
+}
+
+
+def perf_comparison_tables(changes: Iterable[Any], old_name: str, new_name: str) -> list[Table]:
+    """``bench perf --compare``: a table per report section of ``FigureChange``s, a row per
+    figure with its old and new values and new/old ("new" or "gone" when one report lacks it)."""
+    sections: dict[str, list[Any]] = {}
+    for change in changes:
+        sections.setdefault(change.section, []).append(change)
+    return [
+        _perf_comparison(section, rows, f"{new_name} vs {old_name}")
+        for section, rows in sections.items()
+    ]
+
+
+def _perf_comparison(section: str, changes: Iterable[Any], versus: str) -> Table:
+    title, keys, above_one = PERF_SECTIONS[section]
+    columns = (*keys, "figure", "old", "new", f"new/old (>1 {above_one})")
+    left = ("env", "mode", "package", "reference", "figure")  # words; the rest are numbers
+    table = _table(f"{title}: {escape(versus)}", columns, left)
+    if section == "speed":
+        table.caption = "obs share: above 1, a larger share of the time builds observations"
+    for c in changes:
+        label, fmt = PERF_FIGURES[c.figure]
+        shown = "new" if c.old is None else "gone" if c.new is None else _fmt_ratio(c.ratio)
+        old, new = (_fmt_as(v, fmt) for v in (c.old, c.new))
+        table.add_row(*(escape(str(k)) for k in c.key), label, old, new, shown)
+    return table
+
+
+def _fmt_as(value: float | None, fmt: str) -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def _fmt_ratio(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.2f}"

@@ -67,6 +67,20 @@ def _check_step(env: ParallelEnv, obs: dict[str, Any], infos: dict[str, Any], st
         missing = [k for k in REQUIRED_INFO_KEYS if k not in infos[agent]]
         assert not missing, f"step {step}: infos[{agent!r}] lacks {missing}"
         json.dumps(infos[agent])
+        if isinstance(o, dict) and "action_mask" in o:
+            _check_mask(env, agent, o["action_mask"], infos[agent]["valid_actions"], step)
+
+
+def _check_mask(env: ParallelEnv, agent: str, mask: Any, valid: list[str], step: int) -> None:
+    """A vector observation's mask marks exactly the slots whose action is legal now (the
+    mask is kept from a cached slot index: this checks it slot by slot)."""
+    translate = getattr(env.unwrapped, "_game_vector_action", None)
+    if translate is None:  # not a TextParallelEnv: its own mask rules
+        return
+    legal = set(valid)
+    expected = [int(translate(agent, i)[0] in legal) for i in range(len(mask))]
+    wrong = [i for i, (m, e) in enumerate(zip(mask, expected, strict=True)) if int(m) != e]
+    assert not wrong, f"step {step}: {agent}'s action mask is wrong at slots {wrong[:10]}"
 
 
 def check_env(env_fn: Callable[[], ParallelEnv], num_cycles: int = 200) -> None:

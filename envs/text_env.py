@@ -11,6 +11,7 @@ the game act (``_game_step``), deliver the messages, build observations and info
 from __future__ import annotations
 
 import functools
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -163,6 +164,7 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         self._feedback: dict[str, str] = {}
         self._obs_spaces: dict[str, spaces.Space] = {}
         self._act_spaces: dict[str, spaces.Space] = {}
+        self._slot_indices: dict[str, tuple[Hashable, int, dict[str, list[int]]]] = {}
 
     # ----------------------------------------------------------------- game hooks
     def _game_reset(self, options: dict[str, Any] | None) -> None:
@@ -205,6 +207,28 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         """The (text action, message) that vector action ``index`` stands for now; games whose
         action slots change meaning per episode (e.g. "goto place 3") translate here."""
         return self._game_action_names(agent)[index]
+
+    def _game_vector_key(self, agent: str) -> Hashable:
+        """What the vector slots' meaning depends on now: the mask's slot index is rebuilt only
+        when this changes. Default: the action list itself; a game that translates slots in
+        ``_game_vector_action`` returns a key that changes whenever a translation does (and
+        without one, the index is rebuilt on every observation)."""
+        if type(self)._game_vector_action is not TextParallelEnv._game_vector_action:
+            return object()  # never equal: translated slots without a key
+        return self._game_action_names(agent)
+
+    def _slot_index(self, agent: str) -> tuple[int, dict[str, list[int]]]:
+        """(slot count, text action -> the slots that stand for it now), for the action mask;
+        cached until ``_game_vector_key`` changes."""
+        key = self._game_vector_key(agent)
+        cached = self._slot_indices.get(agent)
+        if cached is None or cached[0] != key:
+            n = len(self._game_action_names(agent))
+            index: dict[str, list[int]] = {}
+            for i in range(n):
+                index.setdefault(self._game_vector_action(agent, i)[0], []).append(i)
+            cached = self._slot_indices[agent] = (key, n, index)
+        return cached[1], cached[2]
 
     def _game_default_max_steps(self) -> int:
         """Step limit used when ``max_steps`` is None."""

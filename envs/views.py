@@ -138,14 +138,13 @@ class VectorView:
         return action, message, None
 
     def observe(self, env: TextParallelEnv, agent: str, valid: list[str]) -> dict[str, Any]:
-        """The game's vector and the mask of the indices legal now."""
-        n = len(env._game_action_names(agent))
-        valid_set = set(valid)
-        mask = np.fromiter(
-            (env._game_vector_action(agent, i)[0] in valid_set for i in range(n)),
-            dtype=np.int8,
-            count=n,
-        )
+        """The game's vector and the mask of the indices legal now (set from the legal actions
+        through a cached slot index, not rebuilt slot by slot)."""
+        n, slots = env._slot_index(agent)  # rebuilt only when the slots' meaning changes
+        mask = np.zeros(n, dtype=np.int8)
+        legal = [i for action in valid for i in slots.get(action, ())]
+        if legal:
+            mask[legal] = 1
         return {"observation": env._game_vector_observation(agent), "action_mask": mask}
 
     def state(self, env: TextParallelEnv) -> np.ndarray:

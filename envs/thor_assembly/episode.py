@@ -158,6 +158,15 @@ def _closed_parent(by_id: dict[str, dict[str, Any]], oid: str) -> bool:
     return any(by_id[p]["openable"] and not by_id[p]["isOpen"] for p in parents if p in by_id)
 
 
+def _visible_ids(metadata: Any) -> list[str]:
+    """The objectIds a robot sees: the symbolic backend's metadata answers without building its
+    objects' dicts; THOR's is read as it comes."""
+    fast = getattr(metadata, "visible_ids", None)
+    if fast is not None:
+        return list(fast())
+    return [o["objectId"] for o in metadata["objects"] if o["visible"]]
+
+
 def refresh(state: AssemblyState, event: Any) -> None:
     """Read every robot's THOR metadata once: holdings, what it sees, where the parts lie;
     objects get their ``Type_N`` name when a robot first sees them."""
@@ -166,7 +175,7 @@ def refresh(state: AssemblyState, event: Any) -> None:
     for i, robot in enumerate(state.robots):
         md = event.events[i].metadata
         inv = md["inventoryObjects"]
-        visible = [o["objectId"] for o in md["objects"] if o["visible"]]
+        visible = _visible_ids(md)
         state.view[robot] = {
             "holding": inv[0]["objectId"] if inv else None,
             "visible": visible,
@@ -174,9 +183,7 @@ def refresh(state: AssemblyState, event: Any) -> None:
         }
         for oid in visible:
             if oid not in state.names:
-                t = object_type(oid)
-                state.type_counter[t] = state.type_counter.get(t, 0) + 1
-                state.names[oid] = f"{t}_{state.type_counter[t]}"
+                state.name_object(oid, object_type(oid))
     state.ids_by_name = {n: o for o, n in state.names.items()}
     state.placed = {
         t

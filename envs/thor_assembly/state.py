@@ -6,6 +6,7 @@ tests read (``env.assembly``); ``StepLog`` gathers one step's rewards, feedback 
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 from collections.abc import Iterable
@@ -18,6 +19,8 @@ from teamgym.envs.thor_assembly.scenes import Scene
 __all__ = ["AssemblyState", "StepLog"]
 
 Pair = tuple[str, str]
+_NAMINGS = itertools.count()
+"""Owned by ``AssemblyState``: the source of ``names_version``."""
 
 
 @dataclass
@@ -73,6 +76,9 @@ class AssemblyState:
     """objectId -> the name robots use (``Type_N``); objects get one when first seen."""
     type_counter: dict[str, int] = field(default_factory=dict)
     """Type -> how many objects of it have a name so far."""
+    names_version: int = field(default_factory=lambda: next(_NAMINGS))
+    """Changes whenever ``names`` gains a name, unique in the process (never reused by another
+    state): the key of what is derived from the names (the vector slots' texts)."""
 
     # ---- the task's progress
     phase: str = "act"
@@ -116,11 +122,20 @@ class AssemblyState:
     placed: set[str] = field(default_factory=set)
     """Part types lying on the workbench."""
 
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    """Text derived from this state that the views memoise, keyed by what it depends on."""
+
     part_type_of: dict[str, str] = field(init=False)
     """objectId -> part type (the inverse of ``part_ids``)."""
 
     def __post_init__(self) -> None:
         self.part_type_of = {oid: t for t, oid in self.part_ids.items()}
+
+    def name_object(self, oid: str, type_: str) -> None:
+        """Give ``oid`` the next ``Type_N`` name of its type (on first sight)."""
+        self.type_counter[type_] = self.type_counter.get(type_, 0) + 1
+        self.names[oid] = f"{type_}_{self.type_counter[type_]}"
+        self.names_version = next(_NAMINGS)
 
     def part_name(self, part: str) -> str | None:
         """The name of a part type's object, or None while nobody has seen it."""

@@ -152,15 +152,10 @@ class SymbolicController:
             "actionReturn": ret,
             "agentId": agent,
         }
-        events = [
-            SymbolicEvent(
-                LazyMetadata(self, i, {**results, "agentId": i} if i != agent else results)
-            )
-            for i in range(self.agent_count)
-        ]
-        self.last_event = (
-            events[0] if self.agent_count == 1 else SymbolicMultiAgentEvent(agent, events)
-        )
+        if self.agent_count == 1:
+            self.last_event = SymbolicEvent(LazyMetadata(self, 0, results))
+        else:
+            self.last_event = SymbolicMultiAgentEvent(agent, self.agent_count, self, results)
         return self.last_event
 
     # ------------------------------------------------------------------ actions

@@ -68,27 +68,46 @@ def xyz(x: float, y: float, z: float) -> dict[str, float]:
 
 
 class LazyMetadata(Mapping[str, Any]):
-    """THOR's per-agent metadata dict, built on first access of each expensive key."""
+    """THOR's per-agent metadata dict, built on first access of each expensive key: the agent's
+    own keys on the first read of one, ``objects`` (one dict per object) on its first read."""
 
     def __init__(self, controller: SymbolicController, agent: int, result: dict[str, Any]) -> None:
-        self._c, self._agent, self._data = controller, agent, dict(result)
+        self._c, self._agent, self._data = controller, agent, result
         self._full: dict[str, Any] | None = None
+        self._objects: list[dict[str, Any]] | None = None
 
     def _materialize(self) -> dict[str, Any]:
         if self._full is None:
             self._full = agent_metadata(self._c, self._agent, self._data)
         return self._full
 
+    def _object_list(self) -> list[dict[str, Any]]:
+        if self._objects is None:
+            world, agent = self._c, self._agent
+            self._objects = [object_metadata(world, o, agent) for o in world.objects.values()]
+        return self._objects
+
+    def visible_ids(self) -> list[str]:
+        """``[o["objectId"] for o in self["objects"] if o["visible"]]``, without building the
+        objects' dicts (``episode.refresh`` asks it of every robot on every step)."""
+        if self._objects is not None:
+            return [o["objectId"] for o in self._objects if o["visible"]]
+        world, agent = self._c, self._agent
+        return [oid for oid, o in world.objects.items() if world.visible(agent, o)]
+
     def __getitem__(self, key: str) -> Any:
         if key in self._data:
             return self._data[key]
+        if key == "objects":
+            return self._object_list()
         return self._materialize()[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._materialize())
+        yield from self._materialize()
+        yield "objects"
 
     def __len__(self) -> int:
-        return len(self._materialize())
+        return len(self._materialize()) + 1
 
 
 class SymbolicEvent:
@@ -108,13 +127,31 @@ class SymbolicEvent:
 
 
 class SymbolicMultiAgentEvent:
-    """THOR's ``MultiAgentEvent``: ``metadata`` of the acting agent, ``events[i]`` per agent."""
+    """THOR's ``MultiAgentEvent``: ``metadata`` of the acting agent, ``events[i]`` per agent
+    (the other agents' events made on first access: most actions' are never read)."""
 
-    def __init__(self, active_agent_id: int, events: list[SymbolicEvent]) -> None:
+    def __init__(
+        self, active_agent_id: int, count: int, world: SymbolicController, results: dict[str, Any]
+    ) -> None:
         self.active_agent_id = active_agent_id
-        self.events = events
-        self.metadata = events[active_agent_id].metadata
+        self._count, self._world, self._results = count, world, results
+        self._active = SymbolicEvent(LazyMetadata(world, active_agent_id, results))
+        self._events: list[SymbolicEvent] | None = None
+        self.metadata = self._active.metadata
         self.frame = None
+
+    @property
+    def events(self) -> list[SymbolicEvent]:
+        """One event per agent, in agent order."""
+        if self._events is None:
+            results, active = self._results, self.active_agent_id
+            self._events = [
+                self._active
+                if i == active
+                else SymbolicEvent(LazyMetadata(self._world, i, {**results, "agentId": i}))
+                for i in range(self._count)
+            ]
+        return self._events
 
     def __bool__(self) -> bool:
         return bool(self.metadata["lastActionSuccess"])
@@ -198,14 +235,14 @@ def object_metadata(world: SymbolicController, obj: Obj, agent: int) -> dict[str
 def agent_metadata(
     world: SymbolicController, agent: int, results: dict[str, Any]
 ) -> dict[str, Any]:
-    """One agent's full THOR metadata after an action with ``results``."""
+    """One agent's THOR metadata after an action with ``results``, but ``objects`` (built
+    apart: :class:`LazyMetadata`)."""
     a = world.agents[agent]
     pos = xyz(a.cell[0] * GRID, 0.9, a.cell[1] * GRID)
     held = world.objects[a.held] if a.held else None
     center, size = scene_bounds(world.scene)
     return {
         **results,
-        "objects": [object_metadata(world, o, agent) for o in world.objects.values()],
         "isSceneAtRest": True,
         "agent": {
             "name": f"agent{agent}",

@@ -31,16 +31,17 @@ def action_slots() -> list[tuple[str, str | None]]:
 
 
 class SlotTexts:
-    """The text action of every slot now, cached until a new object gets a name."""
+    """The text action of every slot now, cached until an object gets a name (keyed on the
+    state's ``names_version``, unique in the process: another episode never shares it)."""
 
     def __init__(self, slots: list[tuple[str, str | None]]) -> None:
         self.slots = slots
-        self._key: tuple | None = None
+        self._key: int | None = None
         self._texts: list[str] = []
 
     def texts(self, state: AssemblyState) -> list[str]:
         """Slot index -> text command for this episode's names."""
-        key = (id(state.recipe), len(state.names), state.place_ids and state.place_ids[0])
+        key = state.names_version
         if self._key != key:
             self._key, self._texts = key, [_slot_text(state, slot) for slot, _ in self.slots]
         return self._texts

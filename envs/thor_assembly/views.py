@@ -82,13 +82,23 @@ def observation(state: AssemblyState, robot: str, plan_template: str) -> str:
     if state.last_inspection and state.at.get(robot) == state.workbench:
         lines.append(f"Last inspection: {state.last_inspection}.")
     if robot not in state.travel:
+        lines.append(_places_line(state, robot))
+    return "\n".join(lines)
+
+
+def _places_line(state: AssemblyState, robot: str) -> str:
+    """ "Places (steps away): ..." from where ``robot`` stands; memoised on the state per
+    (names, cell, place): robots stand still for most steps."""
+    key = ("places", state.names_version, state.view[robot]["cell"], state.at[robot])
+    line = state.memo.get(key)
+    if line is None:
         dist = ", ".join(
             f"{state.names[p]}{' (workbench)' if p == state.workbench else ''} {state.steps_to(robot, p)}"
             for p in state.place_ids
             if p != state.at[robot]
         )
-        lines.append(f"Places (steps away): {dist}.")
-    return "\n".join(lines)
+        line = state.memo[key] = f"Places (steps away): {dist}."
+    return line
 
 
 def _planning_lines(state: AssemblyState, robot: str, plan_template: str) -> list[str]:

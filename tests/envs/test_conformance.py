@@ -38,6 +38,21 @@ def test_check_env_is_public_and_runs() -> None:
     check_env(lambda: make(ENV_IDS[0]), num_cycles=50)
 
 
+def test_the_contract_catches_a_stale_action_mask() -> None:
+    """The mask comes from a cached slot index; one left stale (here: every slot shifted by
+    one) fails the contract check, slot by slot."""
+    env = make("signal-v1", num_agents=3, obs_mode="vector")
+    real = env.unwrapped._slot_index
+
+    def stale(agent: str):
+        n, index = real(agent)
+        return n, {a: [(i + 1) % n for i in slots] for a, slots in index.items()}
+
+    env.unwrapped._slot_index = stale
+    with pytest.raises(AssertionError, match="action mask is wrong"):
+        check_contract(env, num_steps=20)
+
+
 _TRAJECTORY = """
 import json, sys
 from teamgym.envs import make

@@ -436,6 +436,56 @@ def test_symbolic_metadata_follows_thors_schema() -> None:
         assert step < 11 or env.agents
 
 
+def test_symbolic_metadata_answers_visible_ids_as_its_objects_say() -> None:
+    """``refresh`` asks the symbolic metadata for the visible objectIds without building the
+    objects' dicts: the same list as reading ``objects``, before and after they are built; the
+    other agents' events of an action are made on demand, each with its own ``agentId``."""
+    env = make(ID, num_agents=3)
+    expert = make_baseline(ID, "expert")
+    obs, infos = env.reset(seed=2)
+    expert.bind(env)
+    for _ in range(8):
+        event = env.controller.last_event
+        for i, sub in enumerate(event.events):
+            md = sub.metadata
+            fast = md.visible_ids()
+            assert fast == [o["objectId"] for o in md["objects"] if o["visible"]]
+            assert md.visible_ids() == fast and md["agentId"] == i
+        assert event.metadata is event.events[event.active_agent_id].metadata
+        obs, _, _, _, new = env.step({a: expert.act(a, obs[a], infos[a]) for a in env.agents})
+        infos.update(new)
+
+
+def test_vector_slot_texts_follow_the_names_of_this_episode() -> None:
+    """The slots' texts are cached per naming of the state, not per (recipe, name count, first
+    place): two episodes of one recipe that named different objects, as many of them, get
+    their own texts (the key that was shared before named the wrong part)."""
+    import copy
+
+    from teamgym.envs.thor_assembly.scenes import object_type
+    from teamgym.envs.thor_assembly.vector import SlotTexts, action_slots
+
+    env = make(ID, num_agents=2, obs_mode="vector")
+    env.reset(seed=0)
+    base = env.unwrapped.assembly
+    unnamed = [oid for oid in base.part_ids.values() if oid not in base.names]
+    assert len(unnamed) >= 2, "the test needs two parts nobody has seen yet"
+
+    def seen(oid: str):
+        state = copy.copy(base)  # same recipe object and places, own names
+        state.names, state.type_counter = dict(base.names), dict(base.type_counter)
+        state.name_object(oid, object_type(oid))
+        return state
+
+    first, second = seen(unnamed[0]), seen(unnamed[1])
+    assert len(first.names) == len(second.names) and first.recipe is second.recipe
+    texts = SlotTexts(action_slots())
+    one, two = list(texts.texts(first)), list(texts.texts(second))
+    assert one != two
+    assert any(first.names[unnamed[0]] in t for t in one)
+    assert not any(first.names[unnamed[0]] in t for t in two if "pickup" in t)
+
+
 def test_rgb_and_ansi_rendering() -> None:
     env = make(ID, num_agents=3, render_mode="rgb_array")
     env.reset(seed=0)

@@ -11,7 +11,7 @@ the game act (``_game_step``), deliver the messages, build observations and info
 from __future__ import annotations
 
 import functools
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -165,6 +165,7 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         self._obs_spaces: dict[str, spaces.Space] = {}
         self._act_spaces: dict[str, spaces.Space] = {}
         self._slot_indices: dict[str, tuple[Hashable, int, dict[str, list[int]]]] = {}
+        self._shared_slot_index: tuple[Sequence[str], dict[str, list[int]]] | None = None
 
     # ----------------------------------------------------------------- game hooks
     def _game_reset(self, options: dict[str, Any] | None) -> None:
@@ -217,17 +218,28 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
             return object()  # never equal: translated slots without a key
         return self._game_action_names(agent)
 
+    def _game_vector_texts(self, agent: str) -> Sequence[str]:
+        """The text action every vector slot stands for now (a game whose agents share their
+        slots may return one list object for all: the slot index is then built once)."""
+        n = len(self._game_action_names(agent))
+        return [self._game_vector_action(agent, i)[0] for i in range(n)]
+
     def _slot_index(self, agent: str) -> tuple[int, dict[str, list[int]]]:
         """(slot count, text action -> the slots that stand for it now), for the action mask;
         cached until ``_game_vector_key`` changes."""
         key = self._game_vector_key(agent)
         cached = self._slot_indices.get(agent)
         if cached is None or cached[0] != key:
-            n = len(self._game_action_names(agent))
-            index: dict[str, list[int]] = {}
-            for i in range(n):
-                index.setdefault(self._game_vector_action(agent, i)[0], []).append(i)
-            cached = self._slot_indices[agent] = (key, n, index)
+            texts = self._game_vector_texts(agent)
+            shared = self._shared_slot_index
+            if shared is not None and shared[0] is texts:  # another agent's, same slots
+                index = shared[1]
+            else:
+                index = {}
+                for i, text in enumerate(texts):
+                    index.setdefault(text, []).append(i)
+                self._shared_slot_index = (texts, index)
+            cached = self._slot_indices[agent] = (key, len(texts), index)
         return cached[1], cached[2]
 
     def _game_default_max_steps(self) -> int:
@@ -388,7 +400,9 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         return replies
 
     def _decode(self, agent: str, reply: Any) -> tuple[str | None, str | None, str | None]:
-        """(action, message, error) from one agent's reply or action index."""
+        """(action, message, error) from one agent's reply or action index. The legal actions
+        are asked of the game again, not reused from the last observation: a scenario may set
+        the game's state between ``reset`` and ``step``."""
         valid = self._game_valid_actions(agent)
         return self._obs_view.decode(self, agent, reply, valid)
 

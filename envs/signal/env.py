@@ -178,6 +178,7 @@ class SignalEnv(TextParallelEnv):
             self.round = dataclasses.replace(
                 self.round, orders={**self.round.orders, **dict.fromkeys(self.listeners, canonical)}
             )
+        self._vectors: dict[str, np.ndarray] = {}  # vector mode's per-round part, per agent
         self._names = [self._all_names[c] for c in self.round.codes]
         self._lines = {
             agent: "\n".join(f"{pos + 1}. {self._names[i]}" for pos, i in enumerate(order))
@@ -326,23 +327,36 @@ class SignalEnv(TextParallelEnv):
         return 5 + self.num_candidates * width + self.num_candidates + len(self._vocab)
 
     def _game_vector_observation(self, agent: str) -> np.ndarray:
+        out = self._round_vector(agent).copy()
+        out[2 if self.phase == "talk" else 3] = 1.0
+        out[4] = min(self.round_index, self.num_rounds) / self.num_rounds
+        base = len(out) - len(self._vocab)
+        words = self._word_index
+        heard = [
+            base + words[w] for _, t in self.inbox.get(agent, []) for w in t.split() if w in words
+        ]
+        if heard:
+            out[heard] = 1.0
+        return out
+
+    def _round_vector(self, agent: str) -> np.ndarray:
+        """What stays put for ``agent`` through a round (its role, the candidates in its order,
+        the speaker's target), built on first use like the text view's object lines."""
+        cached = self._vectors.get(agent)
+        if cached is not None:
+            return cached
         assert self.round is not None
         rnd, k, v = self.round, self.num_candidates, self.num_values
         width = self.num_attributes * v
-        out = np.zeros(self._game_vector_size(), dtype=np.float32)
-        out[0 if agent == self.speaker else 1] = 1.0
-        out[2 if self.phase == "talk" else 3] = 1.0
-        out[4] = min(self.round_index, self.num_rounds) / self.num_rounds
+        ones = [0 if agent == self.speaker else 1]
         base = 5
         for pos, i in enumerate(rnd.orders[agent]):
-            for a, value in enumerate(rnd.candidates[i]):
-                out[base + pos * width + a * v + value] = 1.0
+            start = base + pos * width
+            ones += [start + a * v + value for a, value in enumerate(rnd.candidates[i])]
         base += k * width
         if agent == self.speaker:
-            out[base + rnd.orders[agent].index(rnd.target)] = 1.0
-        base += k
-        for _, text in self.inbox.get(agent, []):
-            for word in text.split():
-                if word in self._word_index:
-                    out[base + self._word_index[word]] = 1.0
+            ones.append(base + rnd.orders[agent].index(rnd.target))
+        out = np.zeros(self._game_vector_size(), dtype=np.float32)
+        out[ones] = 1.0
+        self._vectors[agent] = out
         return out

@@ -8,7 +8,7 @@ set-up ``episode.py``, its rules ``rules.py`` and ``joint.py``, what robots read
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -264,6 +264,9 @@ class ThorAssemblyEnv(TextParallelEnv):
 
     def _game_vector_action(self, agent: str, index: int) -> tuple[str, str | None]:
         return self._slot_texts.texts(self._state)[index], None
+
+    def _game_vector_texts(self, agent: str) -> Sequence[str]:
+        return self._slot_texts.texts(self._state)  # one list for every robot
 
     def _game_vector_key(self, agent: str) -> Hashable:
         return self._state.names_version  # slot texts name places and parts

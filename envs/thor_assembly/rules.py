@@ -56,7 +56,7 @@ def valid_actions(state: AssemblyState, robot: str) -> list[str]:
         return ["wait"]
     here = state.at[robot]
     carrying = state.holding_part(robot)
-    acts = ["wait"] + [f"goto {state.names[p]}" for p in state.place_ids if p != here]
+    acts = list(_moves(state, here))
     if here is None:
         return list(dict.fromkeys(acts))
     for p in state.places_here(robot):
@@ -74,6 +74,16 @@ def valid_actions(state: AssemblyState, robot: str) -> list[str]:
         acts += _connect_actions(state)
         acts.append("inspect")
     return list(dict.fromkeys(acts))
+
+
+def _moves(state: AssemblyState, here: str | None) -> tuple[str, ...]:
+    """``wait`` and a ``goto`` to every other place, memoised per (names, place)."""
+    key = ("moves", state.names_version, here)
+    moves = state.memo.get(key)
+    if moves is None:
+        goto = [f"goto {state.names[p]}" for p in state.place_ids if p != here]
+        moves = state.memo[key] = ("wait", *goto)
+    return moves
 
 
 def _connect_actions(state: AssemblyState) -> list[str]:

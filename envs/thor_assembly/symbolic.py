@@ -56,6 +56,7 @@ class SymbolicController:
         self.width, self.height = int(init.get("width", 300)), int(init.get("height", 300))
         self.last_event: Any = None
         self.sequence = 0
+        self._seen_from: list[tuple[str, tuple[Any, ...]]] | None = None
         self.reset(scene, agentCount=agentCount)
 
     # ------------------------------------------------------------------ world
@@ -144,6 +145,7 @@ class SymbolicController:
         self, agent: int, action: str, ok: bool, error: str, code: str | None, ret: Any
     ) -> Any:
         self.sequence += 1
+        self._seen_from = None  # the world changed: where objects are seen from, again
         results = {
             "lastAction": action,
             "lastActionSuccess": ok,
@@ -320,6 +322,26 @@ class SymbolicController:
         if parent.openable and not parent.is_open:
             return False
         return self.visible(agent, parent)
+
+    def visible_ids(self, agent: int) -> list[str]:
+        """The objectIds ``agent`` sees (``visible`` true), in object order: where each object
+        is seen from is worked out once per event for every agent."""
+        if self._seen_from is None:
+            self._seen_from = [(oid, self._seen_where(o)) for oid, o in self.objects.items()]
+        held, cell = ("held", agent), ("cell", self.agents[agent].cell)
+        return [oid for oid, where in self._seen_from if where in (held, cell)]
+
+    def _seen_where(self, obj: Obj) -> tuple[Any, ...]:
+        """Whence an object is visible, by :meth:`visible`'s rules: ``("held", agent)``,
+        ``("cell", cell)``, or ``("hidden",)`` inside a closed receptacle."""
+        if obj.holder is not None:
+            return ("held", obj.holder)
+        if obj.parent is None:
+            return ("cell", obj.cell)
+        parent = self.objects[obj.parent]
+        if parent.openable and not parent.is_open:
+            return ("hidden",)
+        return self._seen_where(parent)
 
     def metadata_dict(self, agent: int) -> dict[str, Any]:
         """A plain (materialised) metadata dict of ``agent`` for the last event, e.g. to send."""

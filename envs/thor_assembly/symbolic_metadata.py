@@ -25,6 +25,8 @@ __all__ = [
     "SymbolicEvent",
     "SymbolicMultiAgentEvent",
     "agent_metadata",
+    "agent_pose",
+    "inventory",
     "object_metadata",
     "scene_bounds",
     "static_metadata",
@@ -75,11 +77,20 @@ class LazyMetadata(Mapping[str, Any]):
         self._c, self._agent, self._data = controller, agent, result
         self._full: dict[str, Any] | None = None
         self._objects: list[dict[str, Any]] | None = None
+        self._few: dict[str, Any] = {}  # keys read alone (``refresh`` reads these two)
 
     def _materialize(self) -> dict[str, Any]:
         if self._full is None:
-            self._full = agent_metadata(self._c, self._agent, self._data)
+            self._full = {**agent_metadata(self._c, self._agent, self._data), **self._few}
         return self._full
+
+    def _alone(self, key: str) -> Any:
+        """``agent`` or ``inventoryObjects`` without the rest of the agent's keys."""
+        if key not in self._few:
+            world, agent = self._c, self._agent
+            pose = agent_pose(world, agent) if key == "agent" else inventory(world, agent)
+            self._few[key] = pose
+        return self._few[key]
 
     def _object_list(self) -> list[dict[str, Any]]:
         if self._objects is None:
@@ -92,14 +103,15 @@ class LazyMetadata(Mapping[str, Any]):
         objects' dicts (``episode.refresh`` asks it of every robot on every step)."""
         if self._objects is not None:
             return [o["objectId"] for o in self._objects if o["visible"]]
-        world, agent = self._c, self._agent
-        return [oid for oid, o in world.objects.items() if world.visible(agent, o)]
+        return self._c.visible_ids(self._agent)
 
     def __getitem__(self, key: str) -> Any:
         if key in self._data:
             return self._data[key]
         if key == "objects":
             return self._object_list()
+        if self._full is None and key in ("agent", "inventoryObjects"):
+            return self._alone(key)
         return self._materialize()[key]
 
     def __iter__(self) -> Iterator[str]:
@@ -232,33 +244,46 @@ def object_metadata(world: SymbolicController, obj: Obj, agent: int) -> dict[str
     }
 
 
+def agent_pose(world: SymbolicController, agent: int) -> dict[str, Any]:
+    """THOR's ``metadata["agent"]``: name, position, rotation, camera."""
+    a = world.agents[agent]
+    return {
+        "name": f"agent{agent}",
+        "position": xyz(a.cell[0] * GRID, 0.9, a.cell[1] * GRID),
+        "rotation": xyz(0, a.rotation, 0),
+        "cameraHorizon": 0.0,
+        "isStanding": True,
+        "inHighFrictionArea": False,
+    }
+
+
+def inventory(world: SymbolicController, agent: int) -> list[dict[str, str]]:
+    """THOR's ``metadata["inventoryObjects"]``: what the agent holds."""
+    held = world.agents[agent].held
+    if held is None:
+        return []
+    return [{"objectId": held, "objectType": world.objects[held].type}]
+
+
 def agent_metadata(
     world: SymbolicController, agent: int, results: dict[str, Any]
 ) -> dict[str, Any]:
     """One agent's THOR metadata after an action with ``results``, but ``objects`` (built
     apart: :class:`LazyMetadata`)."""
-    a = world.agents[agent]
-    pos = xyz(a.cell[0] * GRID, 0.9, a.cell[1] * GRID)
-    held = world.objects[a.held] if a.held else None
+    pose = agent_pose(world, agent)
+    pos = pose["position"]
     center, size = scene_bounds(world.scene)
     return {
         **results,
         "isSceneAtRest": True,
-        "agent": {
-            "name": f"agent{agent}",
-            "position": pos,
-            "rotation": xyz(0, a.rotation, 0),
-            "cameraHorizon": 0.0,
-            "isStanding": True,
-            "inHighFrictionArea": False,
-        },
+        "agent": pose,
         "heldObjectPose": {
             "position": pos,
             "rotation": dict(XYZ0),
             "localPosition": dict(XYZ0),
             "localRotation": dict(XYZ0),
         },
-        "inventoryObjects": [{"objectId": held.object_id, "objectType": held.type}] if held else [],
+        "inventoryObjects": inventory(world, agent),
         "sceneName": f"{world.scene.name}_physics",
         "sceneBounds": {"cornerPoints": [], "center": center, "size": size},
         "fov": 90.0,

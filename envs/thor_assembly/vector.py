@@ -68,11 +68,12 @@ def _part_name(state: AssemblyState, j: int) -> str | None:
 
 def vector_observation(state: AssemblyState, robot: str, progress: float) -> np.ndarray:
     """[place one-hot | travelling, at workbench, holding, planning | per part: named, placed,
-    visible, held, heavy | connection matrix (1 made, .5 to do) | passed, progress, mates]."""
-    out = np.zeros(VECTOR_SIZE, dtype=np.float32)
+    visible, held, heavy | connection matrix (1 made, .5 to do) | passed, progress, mates].
+    What every robot shares is filled once per step (:func:`_shared`), the rest per robot."""
+    out = list(_shared(state, progress))
     here = state.at[robot]
     if here is not None:
-        out[state.place_ids.index(here)] = 1.0
+        out[_place_index(state)[here]] = 1.0
     held = state.holding_part(robot)
     base = MAX_PLACES
     out[base : base + 4] = (
@@ -84,23 +85,43 @@ def vector_observation(state: AssemblyState, robot: str, progress: float) -> np.
     base += 4
     visible = set(state.view[robot]["visible"])
     for j, part in enumerate(state.recipe.parts):
-        oid = state.part_ids[part]
-        out[base + 5 * j : base + 5 * j + 5] = (
-            float(oid in state.names),
-            float(part in state.placed),
-            float(oid in visible),
-            float(held == part),
-            float(part in state.heavy),
-        )
+        out[base + 5 * j + 2] = float(state.part_ids[part] in visible)
+        out[base + 5 * j + 3] = float(held == part)
+    if here is not None:
+        mates = sum(1 for a in state.robots if a != robot and state.at[a] == here)
+        out[VECTOR_SIZE - 1] = mates / 8
+    return np.array(out, dtype=np.float32)
+
+
+def _shared(state: AssemblyState, progress: float) -> list[float]:
+    """The robot-independent entries (per part: named, placed, heavy; the connections; passed,
+    progress), memoised on the state for the step (``progress`` and the names mark it)."""
+    key = (progress, state.names_version)
+    memo = state.memo.get("vector")
+    if memo is not None and memo[0] == key:
+        return memo[1]
+    out = [0.0] * VECTOR_SIZE
+    base = MAX_PLACES + 4
+    parts = state.recipe.parts
+    for j, part in enumerate(parts):
+        out[base + 5 * j] = float(state.part_ids[part] in state.names)
+        out[base + 5 * j + 1] = float(part in state.placed)
+        out[base + 5 * j + 4] = float(part in state.heavy)
     base += 5 * MAX_PARTS
-    index = {p: j for j, p in enumerate(state.recipe.parts)}
+    index = {p: j for j, p in enumerate(parts)}
     for a, b in state.connections:
         out[base + index[a] * MAX_PARTS + index[b]] = (
             1.0 if state.conn_state[(a, b)] == "fixed" else 0.5
         )
     base += MAX_PARTS * MAX_PARTS
-    out[base] = float(state.inspection_passed)
-    out[base + 1] = min(1.0, progress)
-    mates = sum(1 for a in state.robots if a != robot and here and state.at[a] == here)
-    out[base + 2] = mates / 8
+    out[base : base + 2] = (float(state.inspection_passed), min(1.0, progress))
+    state.memo["vector"] = (key, out)
     return out
+
+
+def _place_index(state: AssemblyState) -> dict[str, int]:
+    """Place objectId -> its index in ``place_ids`` (memoised on the state)."""
+    index = state.memo.get("place_index")
+    if index is None:
+        index = state.memo["place_index"] = {p: k for k, p in enumerate(state.place_ids)}
+    return index

@@ -38,7 +38,16 @@ def instructions(robot: str, num_robots: int) -> str:
 
 
 def task_line(state: AssemblyState) -> str:
-    """The task in one line: product, workbench, parts (heavy ones marked), connections."""
+    """The task in one line: product, workbench, parts (heavy ones marked), connections
+    (memoised per naming: nothing else in it changes during an episode)."""
+    key = ("task", state.names_version)
+    line = state.memo.get(key)
+    if line is None:
+        line = state.memo[key] = _task_line(state)
+    return line
+
+
+def _task_line(state: AssemblyState) -> str:
     parts = ", ".join(f"{p} (heavy)" if p in state.heavy else p for p in state.recipe.parts)
     conns = ", ".join(f"{a}+{b}" for a, b in state.connections)
     return (

@@ -229,7 +229,15 @@ def _reply(env: Any, agent: str, obs: Any, info: dict[str, Any], k: int) -> str:
 
 
 def _index(env: Any, agent: str, obs: Any, info: dict[str, Any], k: int) -> int:
-    """Vector mode: the k-th legal index of the action mask (cycling)."""
+    """Vector mode: the slot of the action text mode takes (the k-th legal one, cycling), so
+    both modes play the same game and their times differ by the views alone; the k-th legal
+    index of the mask for an env without a slot index."""
+    valid = info["valid_actions"]
+    index = getattr(env.unwrapped, "_slot_index", None)
+    if valid and index is not None:
+        slots = index(agent)[1].get(valid[k % len(valid)])
+        if slots:
+            return slots[0]
     legal = np.flatnonzero(obs["action_mask"])
     return int(legal[k % len(legal)]) if len(legal) else 0
 

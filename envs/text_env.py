@@ -166,6 +166,8 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         self._act_spaces: dict[str, spaces.Space] = {}
         self._slot_indices: dict[str, tuple[Hashable, int, dict[str, list[int]]]] = {}
         self._shared_slot_index: tuple[Sequence[str], dict[str, list[int]]] | None = None
+        #: agent -> (slot index, legal actions, mask) of its last vector observation
+        self._last_masks: dict[str, tuple[dict[str, list[int]], list[str], np.ndarray]] = {}
 
     # ----------------------------------------------------------------- game hooks
     def _game_reset(self, options: dict[str, Any] | None) -> None:

@@ -28,6 +28,7 @@ Rows that are not episodes' trajectories get a zero advantage and enter no group
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections import Counter, OrderedDict
 from typing import Any
@@ -70,6 +71,10 @@ class _TeamRegistry:
         self.teams[uid] = team
         while len(self.teams) > self.capacity:
             self.teams.popitem(last=False)
+
+    def put_many(self, records: list[tuple[str, str]]) -> None:
+        for uid, team in records:
+            self.put(uid, team)
 
     def get(self, uids: list[str]) -> list[str | None]:
         return [self.teams.get(u) for u in uids]
@@ -125,11 +130,40 @@ def _ray_registry(create: bool) -> Any:
 
 async def record_team(uid: str, team: str) -> None:
     """Note that row ``uid`` belongs to episode ``team`` (awaited by the agent loops, so the
-    record is stored before the trajectory can reach the trainer)."""
+    record is stored before the trajectory can reach the trainer). The rows recorded in one
+    turn of the event loop (a batch's loops start together) reach the actor in one call."""
     _LOCAL.put(uid, team)
     actor = _ray_registry(create=True)
-    if actor is not None:
-        await actor.put.remote(uid, team)
+    if actor is None:
+        return
+    loop = asyncio.get_running_loop()
+    batch = _BATCHES.get(loop)
+    if batch is None:
+        batch = _BATCHES[loop] = ([], loop.create_future())
+        loop.call_soon(lambda: _KEEP.add(loop.create_task(_flush(loop, actor))))
+    batch[0].append((uid, team))
+    await asyncio.shield(batch[1])
+
+
+async def _flush(loop: asyncio.AbstractEventLoop, actor: Any) -> None:
+    """Send the records gathered in this turn of ``loop``; their waiters wake with the result."""
+    records, done = _BATCHES.pop(loop)
+    try:
+        await actor.put_many.remote(records)
+    except BaseException as exc:  # every waiter raises it
+        done.set_exception(exc)
+        if not isinstance(exc, Exception):
+            raise
+    else:
+        done.set_result(None)
+    finally:
+        _KEEP.difference_update([t for t in _KEEP if t.done()])
+
+
+_BATCHES: dict[asyncio.AbstractEventLoop, tuple[list[tuple[str, str]], asyncio.Future]] = {}
+"""Owned by :func:`record_team`: per event loop, the records of this turn and their future."""
+_KEEP: set[asyncio.Task] = set()
+"""The flush tasks in flight (asyncio keeps only weak references to tasks)."""
 
 
 def is_padding_uid(uid: str) -> bool:

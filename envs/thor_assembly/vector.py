@@ -69,31 +69,36 @@ def _part_name(state: AssemblyState, j: int) -> str | None:
 def vector_observation(state: AssemblyState, robot: str, progress: float) -> np.ndarray:
     """[place one-hot | travelling, at workbench, holding, planning | per part: named, placed,
     visible, held, heavy | connection matrix (1 made, .5 to do) | passed, progress, mates].
-    What every robot shares is filled once per step (:func:`_shared`), the rest per robot."""
-    out = list(_shared(state, progress))
+    What every robot shares is filled once per step (:func:`_shared`); this robot's ones are
+    set in one numpy call."""
+    out = _shared(state, progress).copy()
     here = state.at[robot]
-    if here is not None:
-        out[_place_index(state)[here]] = 1.0
     held = state.holding_part(robot)
     base = MAX_PLACES
-    out[base : base + 4] = (
-        float(robot in state.travel),
-        float(here == state.workbench),
-        float(held is not None),
-        float(state.phase == "plan"),
+    flags = (
+        robot in state.travel,
+        here == state.workbench,
+        held is not None,
+        state.phase == "plan",
     )
+    ones = [base + f for f, on in enumerate(flags) if on]
+    if here is not None:
+        ones.append(_place_index(state)[here])
     base += 4
     visible = set(state.view[robot]["visible"])
     for j, part in enumerate(state.recipe.parts):
-        out[base + 5 * j + 2] = float(state.part_ids[part] in visible)
-        out[base + 5 * j + 3] = float(held == part)
+        if state.part_ids[part] in visible:
+            ones.append(base + 5 * j + 2)
+        if held == part:
+            ones.append(base + 5 * j + 3)
+    out[ones] = 1.0
     if here is not None:
         mates = sum(1 for a in state.robots if a != robot and state.at[a] == here)
         out[VECTOR_SIZE - 1] = mates / 8
-    return np.array(out, dtype=np.float32)
+    return out
 
 
-def _shared(state: AssemblyState, progress: float) -> list[float]:
+def _shared(state: AssemblyState, progress: float) -> np.ndarray:
     """The robot-independent entries (per part: named, placed, heavy; the connections; passed,
     progress), memoised on the state for the step (``progress`` and the names mark it)."""
     key = (progress, state.names_version)
@@ -115,8 +120,9 @@ def _shared(state: AssemblyState, progress: float) -> list[float]:
         )
     base += MAX_PARTS * MAX_PARTS
     out[base : base + 2] = (float(state.inspection_passed), min(1.0, progress))
-    state.memo["vector"] = (key, out)
-    return out
+    array = np.array(out, dtype=np.float32)
+    state.memo["vector"] = (key, array)
+    return array
 
 
 def _place_index(state: AssemblyState) -> dict[str, int]:

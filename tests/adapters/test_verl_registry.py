@@ -110,3 +110,56 @@ def test_registry_stays_bounded() -> None:
         registry.put(f"u{i}", f"e{i}")
     assert registry.size() == 3
     assert registry.get(["u0", "u1", "u2", "u4"]) == [None, None, "e2", "e4"]
+
+
+class _Handle:
+    """The shape of a Ray actor handle (``handle.put_many.remote(...)`` is awaitable), recording
+    each call: the real actor is exercised by the job tests above."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.calls: list[list[tuple[str, str]]] = []
+        self.fail = fail
+        self.put_many = self
+
+    def remote(self, records):
+        import asyncio
+
+        self.calls.append(list(records))
+        done = asyncio.get_running_loop().create_future()
+        if self.fail:
+            done.set_exception(RuntimeError("registry actor died"))
+        else:
+            done.set_result(None)
+        return done
+
+
+def test_records_of_one_loop_turn_reach_the_registry_in_one_call(monkeypatch) -> None:
+    import asyncio
+
+    from teamgym.adapters.verl import advantage
+
+    handle = _Handle()
+    monkeypatch.setattr(advantage, "_ray_registry", lambda create: handle)
+
+    async def main() -> None:
+        await asyncio.gather(*(advantage.record_team(f"u{i}", f"e{i // 4}") for i in range(40)))
+        await advantage.record_team("late", "e-late")
+
+    asyncio.run(main())
+    assert [len(c) for c in handle.calls] == [40, 1]
+    assert handle.calls[0][5] == ("u5", "e1") and handle.calls[1] == [("late", "e-late")]
+
+
+def test_a_failed_registry_call_fails_every_row_of_its_batch(monkeypatch) -> None:
+    import asyncio
+
+    from teamgym.adapters.verl import advantage
+
+    monkeypatch.setattr(advantage, "_ray_registry", lambda create: _Handle(fail=True))
+
+    async def main() -> list:
+        rows = (advantage.record_team(f"u{i}", "e") for i in range(5))
+        return await asyncio.gather(*rows, return_exceptions=True)
+
+    results = asyncio.run(main())
+    assert all(isinstance(r, RuntimeError) and "died" in str(r) for r in results)

@@ -315,6 +315,30 @@ def measure(
     return PerfResult(env_id, num_agents, obs_mode, agent_steps, us_step, us_reset, share)
 
 
+def measure_modes(
+    env_id: str, num_agents: int = 2, agent_steps: int = AGENT_STEPS, repeats: int = 3
+) -> list[PerfResult]:
+    """Text and vector mode of one env, their timed runs interleaved (text, vector, text, ...)
+    so that a machine whose speed drifts over minutes weighs on both alike; best of
+    ``repeats`` each, then one run each for the observation share. Both play the same game
+    (see :func:`_index`)."""
+    modes = ("text", "vector")
+    envs = {m: make(env_id, num_agents=num_agents, obs_mode=m) for m in modes}
+    choose: dict[str, Chooser] = {"text": _reply, "vector": _index}
+    runs: dict[str, list[tuple[float, int, float, int]]] = {m: [] for m in modes}
+    for _ in range(repeats):
+        for m in modes:
+            runs[m].append(_timed_run(envs[m], choose[m], agent_steps))
+    results = []
+    for m in modes:
+        us_step = min(step_s / steps for step_s, steps, _, _ in runs[m]) * 1e6
+        us_reset = min(reset_s / resets for _, _, reset_s, resets in runs[m]) * 1e6
+        share = _obs_share(envs[m], choose[m], agent_steps)
+        envs[m].close()
+        results.append(PerfResult(env_id, num_agents, m, agent_steps, us_step, us_reset, share))
+    return results
+
+
 def measure_mpe(
     num_agents: int = 3, agent_steps: int = AGENT_STEPS, repeats: int = 3
 ) -> PerfResult:
@@ -505,9 +529,8 @@ def run(args: PerfArgs, progress: Callable[[str], None] = lambda _: None) -> Per
     skipped = [Skipped(f"{e} ({n} agents)", why) for (e, n), why in refusals.items() if why]
     speed, references = [], []
     for env_id, n in pairs:
-        for mode in ("text", "vector"):
-            progress(f"{env_id}, {n} agents, {mode}")
-            speed.append(measure(env_id, n, mode, args.agent_steps, args.repeats))
+        progress(f"{env_id}, {n} agents, text and vector")
+        speed += measure_modes(env_id, n, args.agent_steps, args.repeats)
     timers = {LBFORAGING: measure_lbforaging, MPE: measure_mpe}
     for name, n in REFERENCES:
         progress(f"{name}, {n} agents")

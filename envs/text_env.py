@@ -213,12 +213,10 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
 
     def _game_vector_key(self, agent: str) -> Hashable:
         """What the vector slots' meaning depends on now: the mask's slot index is rebuilt only
-        when this changes. Default: the action list itself; a game that translates slots in
+        when this changes. Default: the action list; a game that translates slots in
         ``_game_vector_action`` returns a key that changes whenever a translation does (and
-        without one, the index is rebuilt on every observation)."""
-        if type(self)._game_vector_action is not TextParallelEnv._game_vector_action:
-            return object()  # never equal: translated slots without a key
-        return self._game_action_names(agent)
+        without one, the index is rebuilt on every observation: see :meth:`_slot_index`)."""
+        return tuple(self._game_action_names(agent))  # a copy: a list changed in place differs
 
     def _game_vector_texts(self, agent: str) -> Sequence[str]:
         """The text action every vector slot stands for now (a game whose agents share their
@@ -228,7 +226,15 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
 
     def _slot_index(self, agent: str) -> tuple[int, dict[str, list[int]]]:
         """(slot count, text action -> the slots that stand for it now), for the action mask;
-        cached until ``_game_vector_key`` changes."""
+        cached until ``_game_vector_key`` changes. A class that translates slots below the
+        class that keys and lists them (a subclass of a game overriding only
+        ``_game_vector_action``) gets the index rebuilt from its translations every time."""
+        if _translates_below_its_key(type(self)):
+            texts: Sequence[str] = TextParallelEnv._game_vector_texts(self, agent)
+            index: dict[str, list[int]] = {}
+            for i, text in enumerate(texts):
+                index.setdefault(text, []).append(i)
+            return len(texts), index
         key = self._game_vector_key(agent)
         cached = self._slot_indices.get(agent)
         if cached is None or cached[0] != key:
@@ -459,3 +465,16 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
     def _observe(self, agent: str, valid: list[str]) -> Any:
         """``agent``'s observation now, in the view of ``obs_mode``."""
         return self._obs_view.observe(self, agent, valid)
+
+
+@functools.cache
+def _translates_below_its_key(cls: type) -> bool:
+    """Whether ``cls`` defines ``_game_vector_action`` below ``_game_vector_key`` or
+    ``_game_vector_texts`` in its hierarchy (their cached slot index would ignore it)."""
+    mro = cls.__mro__
+
+    def depth(name: str) -> int:
+        return next(i for i, c in enumerate(mro) if name in c.__dict__)
+
+    action = depth("_game_vector_action")
+    return action < depth("_game_vector_key") or action < depth("_game_vector_texts")

@@ -140,24 +140,28 @@ async def record_team(uid: str, team: str) -> None:
     batch = _BATCHES.get(loop)
     if batch is None:
         batch = _BATCHES[loop] = ([], loop.create_future())
-        loop.call_soon(lambda: _KEEP.add(loop.create_task(_flush(loop, actor))))
+        loop.call_soon(_start_flush, loop, actor)
     batch[0].append((uid, team))
     await asyncio.shield(batch[1])
 
 
-async def _flush(loop: asyncio.AbstractEventLoop, actor: Any) -> None:
-    """Send the records gathered in this turn of ``loop``; their waiters wake with the result."""
+def _start_flush(loop: asyncio.AbstractEventLoop, actor: Any) -> None:
+    """Close this turn's batch (later records start a new one) and send it in a task."""
     records, done = _BATCHES.pop(loop)
+    task = loop.create_task(_flush(actor, records, done))
+    _KEEP.add(task)
+    task.add_done_callback(_KEEP.discard)
+    task.add_done_callback(lambda t: done.cancel() if t.cancelled() else None)
+
+
+async def _flush(actor: Any, records: list[tuple[str, str]], done: asyncio.Future) -> None:
+    """Send one batch of records; its waiters wake with the result (or the error)."""
     try:
         await actor.put_many.remote(records)
-    except BaseException as exc:  # every waiter raises it
+    except Exception as exc:  # every waiter raises it
         done.set_exception(exc)
-        if not isinstance(exc, Exception):
-            raise
     else:
         done.set_result(None)
-    finally:
-        _KEEP.difference_update([t for t in _KEEP if t.done()])
 
 
 _BATCHES: dict[asyncio.AbstractEventLoop, tuple[list[tuple[str, str]], asyncio.Future]] = {}

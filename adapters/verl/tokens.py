@@ -29,6 +29,7 @@ from verl.utils.tokenizer.continuous_token import (
 __all__ = ["first_prompt_ids", "observation_ids"]
 
 _HOOKS = (
+    "merge_context_tokens",
     "tokenize_context_incremental_messages",
     "_tokenize_single_non_tool",
     "render_delta_token_id",
@@ -113,6 +114,8 @@ def _template(builder: ContinuousTokenBuilder) -> _Template | None:
     """The probed template of ``builder``, or None when its class changes the hooks."""
     cls = type(builder)
     if any(getattr(cls, h) is not getattr(ContinuousTokenBuilder, h) for h in _HOOKS):
+        return None
+    if "user" not in builder.allowed_append_roles:  # VERL's path refuses it: let it say so
         return None
     key = _key(builder)
     template = _TEMPLATES.get(key)

@@ -178,7 +178,7 @@ class SignalEnv(TextParallelEnv):
             self.round = dataclasses.replace(
                 self.round, orders={**self.round.orders, **dict.fromkeys(self.listeners, canonical)}
             )
-        self._vectors: dict[str, np.ndarray] = {}  # vector mode's per-round part, per agent
+        self._vectors: tuple[Any, dict[str, np.ndarray]] = (None, {})  # see _round_vector
         self._names = [self._all_names[c] for c in self.round.codes]
         self._lines = {
             agent: "\n".join(f"{pos + 1}. {self._names[i]}" for pos, i in enumerate(order))
@@ -342,7 +342,9 @@ class SignalEnv(TextParallelEnv):
     def _round_vector(self, agent: str) -> np.ndarray:
         """What stays put for ``agent`` through a round (its role, the candidates in its order,
         the speaker's target), built on first use like the text view's object lines."""
-        cached = self._vectors.get(agent)
+        if self._vectors[0] is not self.round:  # a new round, or a round set from outside
+            self._vectors = (self.round, {})
+        cached = self._vectors[1].get(agent)
         if cached is not None:
             return cached
         assert self.round is not None
@@ -358,5 +360,5 @@ class SignalEnv(TextParallelEnv):
             ones.append(base + rnd.orders[agent].index(rnd.target))
         out = np.zeros(self._game_vector_size(), dtype=np.float32)
         out[ones] = 1.0
-        self._vectors[agent] = out
+        self._vectors[1][agent] = out
         return out

@@ -111,3 +111,9 @@ def test_the_first_prompt_is_rendered_once_per_conversation(builder) -> None:
     assert len(calls) == 2
     again.append(-1)  # callers get their own list
     assert tokens.first_prompt_ids(builder, messages) == first
+
+
+def test_a_builder_that_refuses_user_messages_gets_verls_path(tokenizer) -> None:
+    """VERL's builder refuses roles outside ``allowed_append_roles``; the shortcut defers."""
+    builder = ContinuousTokenBuilder(tokenizer, allowed_append_roles=["tool"])
+    assert tokens.observation_ids(builder, {"role": "user", "content": "hello"}) is None

@@ -86,3 +86,20 @@ def test_cross_process_determinism(env_id: str, obs_mode: str, num_agents: int, 
     second = json.loads(run_python(code, env={"PYTHONHASHSEED": "999"}).stdout)
     assert first == second, f"trajectory hashes differ across processes: {first} vs {second}"
     assert len(set(first)) == 3, "different seeds should give different trajectories"
+
+
+def test_a_subclass_translating_slots_gets_masks_from_its_own_translation() -> None:
+    """A game that keys and lists its slots (thor) subclassed to translate them otherwise:
+    the cached index would follow the parent's texts, so the mask is built from the
+    subclass's translation, and the contract's slot-by-slot check holds."""
+    from teamgym.envs.thor_assembly.env import ThorAssemblyEnv
+
+    class Renamed(ThorAssemblyEnv):
+        def _game_vector_action(self, agent: str, index: int):
+            action, message = super()._game_vector_action(agent, index)
+            return ("wait" if index == 5 else action), message  # slot 5 now means "wait"
+
+    env = Renamed(num_agents=2, obs_mode="vector")
+    obs, _ = env.reset(seed=0)
+    assert all(o["action_mask"][5] == 1 for o in obs.values())  # "wait" is always legal
+    check_contract(env, num_steps=15)

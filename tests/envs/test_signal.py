@@ -397,3 +397,18 @@ def test_pick_by_name_scores_the_named_object_whatever_the_list_order() -> None:
     assert all(run_episode(env, expert, seed=s).success for s in range(20))
     with pytest.raises(ValueError, match="pick_by"):
         make("signal-v0", pick_by="colour")
+
+
+def test_vector_view_follows_a_round_set_from_outside() -> None:
+    """The speaker's vector is kept per round; a round replaced between reset and step (as
+    scenario tests do) is a new round for it."""
+    import dataclasses
+
+    env = make("signal-v1", num_agents=3, obs_mode="vector")
+    env.reset(seed=4)
+    speaker = env.unwrapped.speaker
+    before = env.unwrapped._game_vector_observation(speaker)
+    other = (env.unwrapped.round.target + 1) % env.unwrapped.num_candidates
+    env.unwrapped.round = dataclasses.replace(env.unwrapped.round, target=other)
+    after = env.unwrapped._game_vector_observation(speaker)
+    assert not np.array_equal(before, after)

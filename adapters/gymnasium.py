@@ -94,7 +94,7 @@ class _BaselineTeammate:
         words = set((message or "").split())
         best, best_score = n, -1
         for i in range(n):
-            slot_action, slot_message = raw._game_vector_action(agent, i)
+            slot_action, slot_message = raw.vector_action(agent, i)
             if slot_action != action:
                 continue
             score = len(words & set((slot_message or "").split())) - (slot_message != message)

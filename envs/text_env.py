@@ -161,6 +161,9 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         self.inbox: Inbox = {}
         #: sender -> message accepted this step (readable by ``_game_step``).
         self.messages_sent: dict[str, str] = {}
+        #: agent -> what it sent this step, as sent (a reply or an action index), before decoding:
+        #: games that read free text beyond the action (thor's plan) take it from here.
+        self.raw_replies: dict[str, Any] = {}
         self._feedback: dict[str, str] = {}
         self._obs_spaces: dict[str, spaces.Space] = {}
         self._act_spaces: dict[str, spaces.Space] = {}
@@ -296,6 +299,11 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         if space is None:
             space = self._act_spaces[agent] = self._obs_view.action_space(self, agent)
         return space
+
+    def vector_action(self, agent: str, index: int) -> tuple[str, str | None]:
+        """The (text action, message) that vector action ``index`` stands for now (slots may
+        name this episode's objects: "goto Fridge_1")."""
+        return self._game_vector_action(agent, index)
 
     def action_names(self, agent: str) -> list[str]:
         """Vector mode's action index -> text, e.g. ``["wait", "pick 1", ...]``."""

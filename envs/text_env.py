@@ -234,10 +234,7 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         ``_game_vector_action``) gets the index rebuilt from its translations every time."""
         if _translates_below_its_key(type(self)):
             texts: Sequence[str] = TextParallelEnv._game_vector_texts(self, agent)
-            index: dict[str, list[int]] = {}
-            for i, text in enumerate(texts):
-                index.setdefault(text, []).append(i)
-            return len(texts), index
+            return len(texts), _slots_by_text(texts)
         key = self._game_vector_key(agent)
         cached = self._slot_indices.get(agent)
         if cached is None or cached[0] != key:
@@ -246,9 +243,7 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
             if shared is not None and shared[0] is texts:  # another agent's, same slots
                 index = shared[1]
             else:
-                index = {}
-                for i, text in enumerate(texts):
-                    index.setdefault(text, []).append(i)
+                index = _slots_by_text(texts)
                 self._shared_slot_index = (texts, index)
             cached = self._slot_indices[agent] = (key, len(texts), index)
         return cached[1], cached[2]
@@ -486,3 +481,11 @@ def _translates_below_its_key(cls: type) -> bool:
 
     action = depth("_game_vector_action")
     return action < depth("_game_vector_key") or action < depth("_game_vector_texts")
+
+
+def _slots_by_text(texts: Sequence[str]) -> dict[str, list[int]]:
+    """Text action -> the slots that stand for it."""
+    index: dict[str, list[int]] = {}
+    for i, text in enumerate(texts):
+        index.setdefault(text, []).append(i)
+    return index

@@ -1,7 +1,7 @@
 """Learning benchmarks: the CPU GRPO trainer on fixed presets that must learn to collaborate.
 
 A stage builds its local model (no download), runs the format warm-up and GRPO through
-``teamgym.adapters.cpu_trainer.train``, and summarises the run against its target: held-out
+``teamgym.adapters.cpu.trainer.train``, and summarises the run against its target: held-out
 success before and after, the first evaluation at or above the target and the training time it
 took (model build, warm-up and update steps; evaluations excluded, they only measure). A stage
 killed half-way continues from its checkpoint when run again with the same ``out``.
@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from teamgym.adapters.train_args import (
+from teamgym.adapters.cpu.args import (
     RunSettingsError,
     TrainArgs,
     describe_changes,
@@ -188,7 +188,7 @@ def build_stage_model(run: Path, model: dict[str, Any], seed: int) -> tuple[Path
     """``run/model``, built once from ``LocalModelConfig(seed=seed, **model)``, and the seconds
     its build took (recorded with its settings in ``run/model_build.json``); a model built
     with other settings is refused, not reused."""
-    from teamgym.adapters.local_model import LocalModelConfig, build_local_model
+    from teamgym.adapters.agents.local_model import LocalModelConfig, build_local_model
 
     model_dir = run / "model"
     wanted = {"seed": seed, **model}
@@ -218,7 +218,7 @@ def run_stage(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Build the stage's model (once), train, write ``summary.json`` in ``out``; returns it."""
-    from teamgym.adapters.cpu_trainer import train
+    from teamgym.adapters.cpu.trainer import train
 
     if name not in STAGES:
         raise ValueError(f"unknown learning stage {name!r}; choose one of {', '.join(STAGES)}")

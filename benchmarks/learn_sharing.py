@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from teamgym.adapters.train_args import TrainArgs
+from teamgym.adapters.cpu.args import TrainArgs
 from teamgym.benchmarks.learn import BENCHMARK, LEARNER, build_stage_model
 
 __all__ = ["RUNS", "SETTINGS", "plot_sharing", "run_sharing", "sharing_table"]
@@ -75,9 +75,9 @@ def run_sharing(
 ) -> dict[str, Any]:
     """Every run of ``runs`` for every seed (resuming finished parts); writes ``summary.json``
     and ``sharing.png`` in ``out`` and returns the summary."""
-    from teamgym.adapters.cpu_run_state import RunDir
-    from teamgym.adapters.cpu_trainer import train
-    from teamgym.adapters.cpu_warmup import warm_up
+    from teamgym.adapters.cpu.run_state import RunDir
+    from teamgym.adapters.cpu.trainer import train
+    from teamgym.adapters.cpu.warmup import warm_up
 
     root = Path(out)
     warmups: dict[int, dict[str, Any]] = {}
@@ -137,7 +137,7 @@ def sampled_contribution(model_dir: str | Path, args: TrainArgs) -> float:
     reply contributes nothing."""
     from transformers import AutoTokenizer
 
-    from teamgym.adapters.cpu_rollout import evaluate_metrics
+    from teamgym.adapters.cpu.rollout import evaluate_metrics
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     return evaluate_metrics(

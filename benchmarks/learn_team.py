@@ -23,7 +23,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from teamgym.adapters.train_args import TrainArgs
+from teamgym.adapters.cpu.args import TrainArgs
 from teamgym.benchmarks.learn import (
     LISTENER,
     LISTENER_MODEL,
@@ -84,7 +84,7 @@ def speaker_words(policy: str | Path, args: TrainArgs, episodes: int = 64) -> di
     strings as in training: how often a message reaches the listener, how often the speaker's
     action is a legal one, and the messages delivered for each target (the names the env uses,
     or a code of the team's own?)."""
-    from teamgym.adapters.checkpoint_policy import CheckpointPolicy
+    from teamgym.adapters.agents.checkpoint import CheckpointPolicy
     from teamgym.envs import make
 
     env = make(args.env, **args.env_kwargs)
@@ -126,7 +126,7 @@ def run_team(
     out: str | Path, seed: int = 0, progress: bool = True, steps: int | None = None
 ) -> dict[str, Any]:
     """Run (or resume) the two phases under ``out``; write and return ``summary.json``."""
-    from teamgym.adapters.cpu_trainer import train
+    from teamgym.adapters.cpu.trainer import train
 
     root = Path(out)
     model_dir, build_seconds = build_stage_model(root, LISTENER_MODEL, seed)

@@ -25,7 +25,7 @@ simple_spread).
 
 **Tokens per observation**: text-mode episodes under the same cycling replies, each observation
 encoded by a real tokenizer (a Hugging Face directory, or the local model's, trained in memory on
-the envs' text by :func:`~teamgym.adapters.local_model.build_tokenizer`): the mean and max over
+the envs' text by :func:`~teamgym.adapters.agents.local_model.build_tokenizer`): the mean and max over
 every observation, the means after each episode's first step and after its last (the reset's
 observation has no messages yet, so the first step is the fair start), and the trend: a straight
 line fitted to tokens against step number (first step on) gives ``growth``, the change it predicts
@@ -413,7 +413,7 @@ def load_tokenizer(path: str | None = None, small: bool = False) -> tuple[Any, s
         from transformers import AutoTokenizer
 
         return AutoTokenizer.from_pretrained(path), f"the tokenizer in {path}"
-    from teamgym.adapters.local_model import LocalModelConfig, build_tokenizer
+    from teamgym.adapters.agents.local_model import LocalModelConfig, build_tokenizer
 
     config = LocalModelConfig(episodes_per_env=2) if small else LocalModelConfig()
     shown = "the local model's tokenizer" + (", trained on 2 episodes per env" if small else "")

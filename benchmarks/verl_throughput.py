@@ -122,7 +122,7 @@ def measure_throughput(
     the legacy one); builds a local model when none is given."""
     from transformers import AutoTokenizer
 
-    from teamgym.adapters.local_model import build_local_model
+    from teamgym.adapters.agents.local_model import build_local_model
     from teamgym.adapters.verl.server import LocalModelServer, ScriptedServer, policy_reply
     from teamgym.envs.baselines import RandomPolicy
 

@@ -49,7 +49,7 @@ _ID = re.compile(r"^(?:[A-Za-z0-9_.]+/)?[A-Za-z0-9][A-Za-z0-9_.-]*-v\d+$")
 #: Gymnasium namespace of the ids that have none of their own (``teamgym/foraging-v0``).
 GYMNASIUM_NAMESPACE = "teamgym"
 #: What Gymnasium builds for a mirrored id (a string: registering imports nothing).
-GYMNASIUM_ENTRY_POINT = "teamgym.adapters.gymnasium:TeamGymEnv"
+GYMNASIUM_ENTRY_POINT = "teamgym.adapters.rl.gymnasium:TeamGymEnv"
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,7 @@ def gymnasium_id(id: str, namespace: str = GYMNASIUM_NAMESPACE) -> str:
 
 def register_gymnasium(id: str, namespace: str = GYMNASIUM_NAMESPACE) -> str | None:
     """Mirror teamgym ``id`` into Gymnasium's registry (single-agent view, teammates scripted,
-    see :mod:`teamgym.adapters.gymnasium`); returns the Gymnasium id, or None for an id that
+    see :mod:`teamgym.adapters.rl.gymnasium`); returns the Gymnasium id, or None for an id that
     Gymnasium cannot spell (its namespaces allow no ``.``).
 
     Cheap and safe to repeat: it stores strings and keeps an id Gymnasium already has. The

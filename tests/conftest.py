@@ -40,7 +40,7 @@ def run_python():
 def model_dir(tmp_path_factory) -> Path:
     """A local model built by our code (tokenizer trained on the envs' text; no download)."""
     pytest.importorskip("transformers")
-    from teamgym.adapters.local_model import build_local_model
+    from teamgym.adapters.agents.local_model import build_local_model
 
     return build_local_model(tmp_path_factory.mktemp("model"))
 

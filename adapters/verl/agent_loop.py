@@ -45,7 +45,7 @@ from verl.experimental.agent_loop.agent_loop import (
     register,
 )
 
-from teamgym.adapters.chat import forced_reply
+from teamgym.adapters.agents.chat import forced_reply
 from teamgym.adapters.verl.advantage import record_team
 from teamgym.adapters.verl.hub import get_ray_hub, local_hub
 from teamgym.adapters.verl.tokens import first_prompt_ids

@@ -25,8 +25,8 @@ from typing import Any
 import torch
 from verl.workers.rollout.replica import TokenOutput
 
-# sampling lives in teamgym.adapters.sampling (torch only); re-exported for existing imports
-from teamgym.adapters.sampling import _pick, _Request, sample_batch, sample_tokens  # noqa: F401
+# sampling lives in teamgym.adapters.agents.sampling (torch only); re-exported for existing imports
+from teamgym.adapters.agents.sampling import _pick, _Request, sample_batch, sample_tokens  # noqa: F401
 
 __all__ = ["LocalModelServer", "ScriptedServer", "policy_reply", "sample_batch", "sample_tokens"]
 
@@ -39,7 +39,7 @@ class LocalModelServer:
     many episodes costs a few batched forward passes per turn instead of one per agent.
 
     Args:
-        model_dir: a model directory (e.g. from ``teamgym.adapters.local_model.build_local_model``)
+        model_dir: a model directory (e.g. from ``teamgym.adapters.agents.local_model.build_local_model``)
             or an already loaded model (with ``tokenizer``).
         seed: mixed with each request's id and prompt so sampling is reproducible: every request
             samples from its own generator, whatever batch it lands in.

@@ -193,7 +193,7 @@ def check_teammates(env_id: str, kwargs: Mapping[str, Any], names: Mapping[str, 
 
 def check_warmup_teachers(settings: Any) -> None:
     """Refuse ``--warmup-teacher`` for an agent the env lacks or a ``--teammate`` plays."""
-    from teamgym.adapters.train_args import check_warmup_teachers as check
+    from teamgym.adapters.cpu.args import check_warmup_teachers as check
     from teamgym.envs import make
 
     env = make(settings.env, **settings.env_kwargs)

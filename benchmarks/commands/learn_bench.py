@@ -7,7 +7,7 @@ import argparse
 
 from rich.console import Console
 
-from teamgym.adapters.train_args import RunSettingsError
+from teamgym.adapters.cpu.args import RunSettingsError
 from teamgym.benchmarks.commands.common import bad_input, positive_int
 from teamgym.benchmarks.commands.tables import learn_table
 from teamgym.benchmarks.learn import ALL_STAGES, STAGES

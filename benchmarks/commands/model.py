@@ -39,7 +39,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace, console: Console) -> int:
     """Build the model directory and print its hash."""
-    from teamgym.adapters.local_model import LocalModelConfig, build_local_model, directory_hash
+    from teamgym.adapters.agents.local_model import (
+        LocalModelConfig,
+        build_local_model,
+        directory_hash,
+    )
 
     out = build_local_model(
         args.out,

@@ -2,7 +2,7 @@
 
 Benchmark agents of kind ``openai`` (``openai:MODEL_DIR@http://127.0.0.1:8000/v1``) then play
 it exactly as a ``transformers`` agent on the same directory would; see
-:mod:`teamgym.adapters.openai_server`. Ctrl-C stops it.
+:mod:`teamgym.adapters.agents.serve`. Ctrl-C stops it.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
             f"one with `teamgym model init --out {args.model_dir}`, or pass a Hugging Face "
             "model directory"
         )
-    from teamgym.adapters.chat import load_chat_model
-    from teamgym.adapters.openai_server import make_server
+    from teamgym.adapters.agents.chat import load_chat_model
+    from teamgym.adapters.agents.serve import make_server
 
     try:  # loaded once here (make_server finds it cached), so each failure says its own cause
         load_chat_model(args.model_dir, args.device)

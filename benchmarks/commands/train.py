@@ -1,6 +1,6 @@
 """``teamgym train``: shared-reward GRPO on CPU with a local model (VERL's algorithms).
 
-The flags are :class:`~teamgym.adapters.train_args.TrainArgs`' fields, generated with their
+The flags are :class:`~teamgym.adapters.cpu.args.TrainArgs`' fields, generated with their
 docstrings as help; ``--env-arg``, ``--teammate`` and ``--warmup-teacher`` fill ``env_kwargs``,
 ``teammates`` and ``warmup_teachers``.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from teamgym.adapters.train_args import RunSettingsError, TrainArgs
+from teamgym.adapters.cpu.args import RunSettingsError, TrainArgs
 from teamgym.benchmarks.commands.common import (
     add_env_arg,
     add_teammate_arg,
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     teachers = teachers if settings.warmup_steps > 0 else []
     check_warmup_teachers(settings)  # before the baselines: a checkpoint loads a model
     check_baselines(settings.env, [*settings.teammates.values(), *teachers])
-    from teamgym.adapters.cpu_trainer import train  # torch: only once the input is known good
+    from teamgym.adapters.cpu.trainer import train  # torch: only once the input is known good
     from teamgym.adapters.verl.dataset import PromptTooLongError
 
     with bad_input(PromptTooLongError, RunSettingsError, FileExistsError):

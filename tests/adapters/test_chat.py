@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from teamgym.adapters.chat import cut_at_stop, forced_reply
+from teamgym.adapters.agents.chat import cut_at_stop, forced_reply
 
 TEXT = st.text(alphabet="<>/actionpk ", max_size=40)
 

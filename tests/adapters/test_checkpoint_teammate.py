@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("verl")
 
-from teamgym.adapters.checkpoint_policy import CheckpointPolicy
+from teamgym.adapters.agents.checkpoint import CheckpointPolicy
 from teamgym.envs import RewardSharing, SharedReward, make
 from teamgym.envs.baselines import make_baseline, run_episode
 
@@ -105,8 +105,8 @@ def test_the_hub_plays_a_checkpoint_teammate(model_dir, tokenizer, tmp_path) -> 
 
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
-    from teamgym.adapters.cpu_rollout import build_batch, compose_config
-    from teamgym.adapters.cpu_trainer import TrainArgs
+    from teamgym.adapters.cpu.rollout import build_batch, compose_config
+    from teamgym.adapters.cpu.trainer import TrainArgs
     from teamgym.adapters.verl.server import ScriptedServer, policy_reply
     from teamgym.envs.baselines import RandomPolicy
 

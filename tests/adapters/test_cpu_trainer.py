@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("verl")
 
-from teamgym.adapters.cpu_trainer import TrainArgs, train
+from teamgym.adapters.cpu.trainer import TrainArgs, train
 from teamgym.envs.baselines import make_baseline
 
 SMALL = {"num_rounds": 1, "speaker": "fixed", "num_candidates": 3}
@@ -66,7 +66,7 @@ def test_changed_settings_compare_what_the_settings_mean(tmp_path) -> None:
     while a model elsewhere is compared where it is; free settings never count."""
     from dataclasses import asdict
 
-    from teamgym.adapters.train_args import changed_settings
+    from teamgym.adapters.cpu.args import changed_settings
 
     def phase(root: Path, **kw) -> dict:
         policy = root / "listener" / "policy"
@@ -128,8 +128,8 @@ def test_a_resume_under_other_settings_is_refused(model_dir, tmp_path, capsys) -
     """Resuming mixes two experiments under one name unless the settings match: only the
     length (``steps``) and where metrics go may change; the refusal names what differs, at
     the command line too (``error:``, status 2), and touches nothing."""
-    from teamgym.adapters.cpu_run_state import RunDir
-    from teamgym.adapters.train_args import RunSettingsError
+    from teamgym.adapters.cpu.args import RunSettingsError
+    from teamgym.adapters.cpu.run_state import RunDir
     from teamgym.benchmarks import cli
 
     out = tmp_path / "run"
@@ -271,7 +271,7 @@ def test_warmup_scores_the_prompts_only_when_asked(model_dir, tokenizer, tmp_pat
     teacher plays (one choice per episode here), and the warm-up learns from what it scores."""
     import torch
 
-    from teamgym.adapters.cpu_warmup import _padded_batch, format_warmup, warmup_examples
+    from teamgym.adapters.cpu.warmup import _padded_batch, format_warmup, warmup_examples
 
     args = _args(model_dir, tmp_path)
     examples = warmup_examples(args, tokenizer, episodes=3)
@@ -294,7 +294,7 @@ def test_warmup_examples_are_the_teachers_replies_in_the_agent_loop_chat(
 ) -> None:
     """Each example is the trained agent's chat so far (rendered as the agent loop renders it)
     followed by the teacher's reply and EOS; the expert teacher makes it behaviour cloning."""
-    from teamgym.adapters.cpu_trainer import warmup_examples
+    from teamgym.adapters.cpu.trainer import warmup_examples
     from teamgym.envs import make
     from teamgym.envs.baselines import make_baseline
 
@@ -343,7 +343,7 @@ def test_warmup_teachers_play_their_agents_and_the_teacher_the_others(model_dir,
     listener example picks exactly what the babbler's example before it said."""
     import re
 
-    from teamgym.adapters.cpu_warmup import warmup_examples
+    from teamgym.adapters.cpu.warmup import warmup_examples
 
     args = _args(
         model_dir,
@@ -369,8 +369,8 @@ def test_a_checkpoint_teacher_replays_replies_as_rollouts_end(
     ``args.max_reply_tokens``, cut after ``</action>``, and its forced ``wait`` turn is the
     forced move, not a model reply (the model is asked for the pick only). The model is a
     stand-in that writes on past its command, as the listener stage's policy does."""
-    from teamgym.adapters import chat
-    from teamgym.adapters.cpu_warmup import warmup_examples
+    from teamgym.adapters.agents import chat
+    from teamgym.adapters.cpu.warmup import warmup_examples
 
     asked: list[tuple[list[dict[str, str]], int]] = []
 
@@ -416,8 +416,8 @@ def test_grpo_update_raises_rewarded_replies_and_lowers_the_others(
     from verl.trainer.ppo import core_algos
     from verl.utils.config import omega_conf_to_dataclass
 
-    from teamgym.adapters.cpu_grpo import Learner, grpo_update, response_logprobs
-    from teamgym.adapters.cpu_rollout import build_batch, compose_config
+    from teamgym.adapters.cpu.grpo import Learner, grpo_update, response_logprobs
+    from teamgym.adapters.cpu.rollout import build_batch, compose_config
     from teamgym.adapters.verl.server import ScriptedServer, policy_reply
     from teamgym.envs.baselines import RandomPolicy
 
@@ -481,8 +481,8 @@ def test_learning_rate_ramps_from_zero_like_verl(model_dir, tmp_path) -> None:
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
     from verl.utils.config import omega_conf_to_dataclass
 
-    from teamgym.adapters.cpu_grpo import grpo_update, load_learner, warmup_factor
-    from teamgym.adapters.cpu_rollout import build_batch, compose_config
+    from teamgym.adapters.cpu.grpo import grpo_update, load_learner, warmup_factor
+    from teamgym.adapters.cpu.rollout import build_batch, compose_config
     from teamgym.adapters.verl.server import LocalModelServer
 
     assert [warmup_factor(k, 4) for k in range(6)] == [0.0, 0.25, 0.5, 0.75, 1.0, 1.0]
@@ -531,8 +531,8 @@ def test_trimmed_logprobs_equal_the_full_padded_forward(
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
     from verl.utils.torch_functional import logprobs_from_logits
 
-    from teamgym.adapters.cpu_grpo import response_logprobs
-    from teamgym.adapters.cpu_rollout import build_batch, compose_config
+    from teamgym.adapters.cpu.grpo import response_logprobs
+    from teamgym.adapters.cpu.rollout import build_batch, compose_config
     from teamgym.adapters.verl.server import ScriptedServer, policy_reply
     from teamgym.envs.baselines import RandomPolicy
 
@@ -545,8 +545,8 @@ def test_trimmed_logprobs_equal_the_full_padded_forward(
     if window is None:
         model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     else:
-        from teamgym.adapters.cpu_grpo import receptive_field
-        from teamgym.adapters.local_model import LocalModelConfig, build_model
+        from teamgym.adapters.agents.local_model import LocalModelConfig, build_model
+        from teamgym.adapters.cpu.grpo import receptive_field
 
         model = build_model(LocalModelConfig(sliding_window=window), tokenizer).eval()
         assert receptive_field(model.config) == 2 * window
@@ -576,7 +576,7 @@ def test_groups_with_signal_counts_groups_whose_returns_differ() -> None:
     import torch
     from verl.protocol import DataProto
 
-    from teamgym.adapters.cpu_rollout import groups_with_signal
+    from teamgym.adapters.cpu.rollout import groups_with_signal
 
     scores = torch.zeros(6, 3)
     scores[0, 2], scores[2, 1], scores[3, 1] = 1.0, 1.0, 1.0  # group a differs; b and c do not

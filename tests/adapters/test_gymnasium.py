@@ -12,7 +12,7 @@ import pytest
 from gymnasium import spaces
 from gymnasium.utils.env_checker import check_env
 
-from teamgym.adapters.gymnasium import TeamGymEnv, register_envs
+from teamgym.adapters.rl.gymnasium import TeamGymEnv, register_envs
 from teamgym.envs import RewardSharing, SharedReward, make, parse_reply, registry
 from teamgym.envs.baselines import make_baseline
 

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from teamgym.adapters.local_model import LocalModelConfig, build_local_model, directory_hash
+from teamgym.adapters.agents.local_model import LocalModelConfig, build_local_model, directory_hash
 
 
 def test_model_directory_loads_and_renders_chat(model_dir, tokenizer) -> None:
@@ -29,7 +29,7 @@ def test_model_directory_loads_and_renders_chat(model_dir, tokenizer) -> None:
 
 
 def test_same_seed_same_bytes_across_processes(tmp_path, model_dir, run_python) -> None:
-    code = f"from teamgym.adapters.local_model import build_local_model, directory_hash; print(directory_hash(build_local_model({str(tmp_path / 'a')!r})))"
+    code = f"from teamgym.adapters.agents.local_model import build_local_model, directory_hash; print(directory_hash(build_local_model({str(tmp_path / 'a')!r})))"
     assert run_python(code).stdout.strip() == directory_hash(model_dir)
     other = build_local_model(tmp_path / "b", LocalModelConfig(seed=1))
     assert directory_hash(other) != directory_hash(model_dir)

@@ -66,7 +66,7 @@ def test_a_dead_server_marks_episodes_errored_and_the_run_goes_on(tmp_path: Path
 @pytest.mark.slow
 def test_a_served_model_scores_as_the_same_model_in_process(tmp_path: Path, model_dir) -> None:
     pytest.importorskip("transformers")
-    from teamgym.adapters.openai_server import make_server
+    from teamgym.adapters.agents.serve import make_server
 
     server = make_server(model_dir, port=0, device="cpu", quiet=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -17,7 +17,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from teamgym.adapters.agents import AgentError, build_agent, parse_agent_spec  # noqa: E402
-from teamgym.adapters.openai_agent import OpenAIAgent, parse_chat_response  # noqa: E402
+from teamgym.adapters.agents.openai_agent import OpenAIAgent, parse_chat_response  # noqa: E402
 
 FAST = {"timeout": 2.0, "max_retries": 2, "backoff": 0.01}
 INFO = {"instructions": "You are robot_0."}

@@ -10,8 +10,8 @@ import pytest
 pytest.importorskip("transformers")
 
 from teamgym.adapters.agents import build_agent, parse_agent_spec
-from teamgym.adapters.checkpoint_policy import CheckpointPolicy
-from teamgym.adapters.transformers_agent import TransformersAgent
+from teamgym.adapters.agents.checkpoint import CheckpointPolicy
+from teamgym.adapters.agents.transformers_agent import TransformersAgent
 from teamgym.envs import make
 
 KW = {"speaker": "fixed", "num_rounds": 2, "num_candidates": 3}

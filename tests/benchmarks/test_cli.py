@@ -88,7 +88,7 @@ def test_train_flags_are_the_train_args_fields() -> None:
     has its flag, and ``--stop ''`` means no stop strings."""
     import dataclasses
 
-    from teamgym.adapters.train_args import TrainArgs
+    from teamgym.adapters.cpu.args import TrainArgs
     from teamgym.benchmarks.cli import build_parser
     from teamgym.benchmarks.commands.dataclass_args import dataclass_from_args
     from teamgym.benchmarks.commands.train import CUSTOM

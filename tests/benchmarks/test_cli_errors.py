@@ -190,7 +190,7 @@ def test_a_missing_extra_names_the_extra_to_install(capsys, monkeypatch, tmp_pat
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_httpx)
-    monkeypatch.delitem(sys.modules, "teamgym.adapters.openai_agent", raising=False)
+    monkeypatch.delitem(sys.modules, "teamgym.adapters.agents.openai_agent", raising=False)
     monkeypatch.delitem(sys.modules, "httpx", raising=False)
     code = main(
         [

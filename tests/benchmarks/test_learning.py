@@ -175,7 +175,7 @@ def test_speaker_words_read_what_the_listener_hears(monkeypatch) -> None:
     expert's replies in place of the model's, each target maps to its own name, every message
     arrives and every speaker action is legal. The tail after ``</action>`` would, uncut,
     replace the message and the action."""
-    from teamgym.adapters import chat
+    from teamgym.adapters.agents import chat
     from teamgym.benchmarks import learn_team
     from teamgym.envs.signal.baselines import SignalExpert
 
@@ -198,7 +198,7 @@ def test_speaker_words_read_what_the_listener_hears(monkeypatch) -> None:
 def test_a_stage_model_built_with_other_settings_is_refused(tmp_path) -> None:
     """``build_stage_model`` reuses the model a run directory holds only if it was built with
     the same settings; another stage's model under the same ``--out`` is refused, not trained."""
-    from teamgym.adapters.train_args import RunSettingsError
+    from teamgym.adapters.cpu.args import RunSettingsError
     from teamgym.benchmarks.learn import build_stage_model
 
     (tmp_path / "model").mkdir()

@@ -14,13 +14,13 @@ def test_make_after_importing_envs_alone(run_python) -> None:
     code = """
 import sys, gymnasium
 import teamgym.envs
-assert "teamgym.adapters.gymnasium" not in sys.modules, "import teamgym.envs loaded the adapter"
+assert "teamgym.adapters.rl.gymnasium" not in sys.modules, "import teamgym.envs loaded the adapter"
 assert "torch" not in sys.modules, "import teamgym.envs loaded torch"
 env = gymnasium.make("teamgym/foraging-v0", obs_mode="vector", num_agents=2, teammates="expert")
 obs, info = env.reset(seed=0)
 assert env.observation_space.contains(obs), obs
 obs, reward, terminated, truncated, info = env.step(int(info["action_mask"].argmax()))
-assert "teamgym.adapters.gymnasium" in sys.modules
+assert "teamgym.adapters.rl.gymnasium" in sys.modules
 print(sorted(i for i in gymnasium.registry if i.startswith("teamgym/")))
 """
     out = run_python(code).stdout

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from teamgym.adapters.torchrl import TensorInfos
+from teamgym.adapters.rl.torchrl import TensorInfos
 from teamgym.envs import make, registry
 
 ENV_IDS = list(registry())

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from teamgym.adapters.train_args import TrainArgs
+from teamgym.adapters.cpu.args import TrainArgs
 from teamgym.names import EVAL_SEED_BASE
 
 __all__ = [

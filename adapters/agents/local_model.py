@@ -113,7 +113,9 @@ def build_local_model(out_dir: str | Path, config: LocalModelConfig | None = Non
     model.save_pretrained(out, safe_serialization=True)
     (out / "teamgym_model.json").write_text(
         json.dumps(
-            {"builder": "teamgym.adapters.local_model", **asdict(config)}, indent=2, sort_keys=True
+            {"builder": "teamgym.adapters.agents.local_model", **asdict(config)},
+            indent=2,
+            sort_keys=True,
         )
         + "\n"
     )

@@ -3,7 +3,7 @@
 :class:`TransformersAgent` loads the model directory once per run (on ``device``) and plays
 every agent it is given with it: each agent keeps its chat (system = the env's instructions,
 then observations and its own replies), rendered with the model's chat template exactly as the
-checkpoint teammate and ``teamgym serve`` render it (:class:`teamgym.adapters.chat.ChatModel`).
+checkpoint teammate and ``teamgym serve`` render it (:class:`teamgym.adapters.agents.chat.ChatModel`).
 Replies are greedy at temperature 0; with a temperature they are sampled from a generator
 seeded by (episode seed, agent, turn), so a run reproduces. Model calls run in a worker thread,
 one at a time, while the event loop keeps the other episodes going.
@@ -12,9 +12,9 @@ Options (spec keys): ``path`` (required), ``device`` (``auto``: cuda when there 
 ``cpu``; or ``cpu``, ``cuda``), ``temperature`` (0), ``top_p`` (1.0), ``max_tokens`` (256),
 ``max_prompt_tokens`` (2048; the chat is cut on the left beyond it), ``seed`` (0; mixed into
 every reply's sampling seed, as the ``openai`` agent's ``seed`` is, see
-:func:`~teamgym.adapters.chat.reply_seed`).
+:func:`~teamgym.adapters.agents.chat.reply_seed`).
 
-Records (``episode.records``, one per reply, see :class:`~teamgym.adapters.chat.ChatEpisode`):
+Records (``episode.records``, one per reply, see :class:`~teamgym.adapters.agents.chat.ChatEpisode`):
 ``agent, turn, system, message, seed, reply, finish_reason, prompt_tokens, completion_tokens``
 are deterministic for a given model directory, device and spec; ``latency_s`` is not.
 """
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from teamgym.adapters.agents import AgentError, AgentSpec
-from teamgym.adapters.chat import ChatEpisode, ChatModel, Message, load_chat_model
+from teamgym.adapters.agents.kinds import AgentError, AgentSpec
+from teamgym.adapters.agents.chat import ChatEpisode, ChatModel, Message, load_chat_model
 
 __all__ = ["TransformersAgent"]
 

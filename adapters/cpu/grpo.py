@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from teamgym.adapters.train_args import TrainArgs
+from teamgym.adapters.cpu.args import TrainArgs
 
 __all__ = [
     "Learner",

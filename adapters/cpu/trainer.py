@@ -2,9 +2,9 @@
 
 Rollouts go through VERL's real ``AgentLoopWorker`` and our ``teamgym_agent`` loop (the same
 episode hub as on GPUs), served by :class:`~teamgym.adapters.verl.server.LocalModelServer` in
-place of vLLM (:mod:`.cpu_rollout`); the update uses VERL's ``core_algos`` with AdamW in place
-of the FSDP actor (:mod:`.cpu_grpo`), after a supervised format warm-up (:mod:`.cpu_warmup`).
-Every step is checkpointed and guarded (:mod:`.cpu_run_state`); ``resume=True`` continues a
+place of vLLM (:mod:`.rollout`); the update uses VERL's ``core_algos`` with AdamW in place
+of the FSDP actor (:mod:`.grpo`), after a supervised format warm-up (:mod:`.warmup`).
+Every step is checkpointed and guarded (:mod:`.run_state`); ``resume=True`` continues a
 killed run. Reads top to bottom: one :class:`TrainArgs`, one :func:`train`.
 """
 
@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from teamgym.adapters.cpu_grpo import grpo_update, load_learner
-from teamgym.adapters.cpu_rollout import (
+from teamgym.adapters.cpu.args import TrainArgs
+from teamgym.adapters.cpu.grpo import grpo_update, load_learner
+from teamgym.adapters.cpu.rollout import (
     build_batch,
     check_prompt_length,
     compose_config,
@@ -28,10 +29,9 @@ from teamgym.adapters.cpu_rollout import (
     evaluate_metrics,
     rollout_metrics,
 )
-from teamgym.adapters.cpu_run_state import RunDir, guard
-from teamgym.adapters.cpu_warmup import format_warmup, warm_up, warmup_examples
+from teamgym.adapters.cpu.run_state import RunDir, guard
+from teamgym.adapters.cpu.warmup import format_warmup, warm_up, warmup_examples
 from teamgym.adapters.prometheus import record_exporter
-from teamgym.adapters.train_args import TrainArgs
 
 __all__ = ["TrainArgs", "evaluate", "format_warmup", "grpo_update", "train", "warmup_examples"]
 

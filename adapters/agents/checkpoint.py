@@ -4,7 +4,7 @@
 ``teamgym model init`` model, a warm-up model, a GRPO run's exported policy): it keeps the
 agent's chat (instructions, observations, its own replies), renders it with the model's chat
 template, exactly as the agent loop does, and answers greedily, through the same
-:class:`teamgym.adapters.chat.ChatModel` as the ``transformers`` agent and ``teamgym serve``.
+:class:`teamgym.adapters.agents.chat.ChatModel` as the ``transformers`` agent and ``teamgym serve``.
 Given a trainer's ``stop`` strings and ``forced_moves="auto"``, its replies end as the
 trainer's rollouts end (cut after the stop string; a turn with one valid action played without
 the model), so a warm-up that replays a policy's greedy replies replays what it wrote.
@@ -48,7 +48,7 @@ class CheckpointPolicy:
         stop: Sequence[str] = (),
         forced_moves: Literal["auto", "model"] = "model",
     ) -> None:
-        from teamgym.adapters.chat import load_chat_model
+        from teamgym.adapters.agents.chat import load_chat_model
 
         if forced_moves not in ("auto", "model"):
             raise ValueError(f"forced_moves must be 'auto' or 'model', got {forced_moves!r}")
@@ -70,7 +70,7 @@ class CheckpointPolicy:
     def act(self, agent: str, observation: str, info: Mapping[str, Any]) -> str:
         """The model's greedy reply to the agent's chat so far plus ``observation`` (cut after
         a stop string; a forced move under ``forced_moves="auto"``)."""
-        from teamgym.adapters.chat import cut_at_stop, forced_reply, next_chat
+        from teamgym.adapters.agents.chat import cut_at_stop, forced_reply, next_chat
 
         chat = next_chat(self.history, agent, observation, info)
         forced = forced_reply(info.get("valid_actions", ()))

@@ -190,7 +190,7 @@ class ChatModel:
         as the OpenAI API does) or ``max_tokens``."""
         import torch
 
-        from teamgym.adapters.sampling import _Request, sample_batch
+        from teamgym.adapters.agents.sampling import _Request, sample_batch
 
         stop = tuple(s for s in stop if s)
         with self.lock:  # the tokenizer too: a fast tokenizer is not safe across threads

@@ -2,11 +2,11 @@
 
 :func:`make_server` answers ``GET /v1/models`` and ``POST /v1/chat/completions`` (``messages``,
 ``temperature``, ``top_p``, ``max_tokens``, ``seed``, ``stop``) with the standard JSON, and
-``GET /health``. Replies come from :class:`teamgym.adapters.chat.ChatModel`, the very code the
+``GET /health``. Replies come from :class:`teamgym.adapters.agents.chat.ChatModel`, the very code the
 ``transformers`` agent uses, one request at a time: at temperature 0 an ``openai`` agent
 through this server and a ``transformers`` agent on the same directory give the same replies
 (and with a temperature too, since both seed a reply with the same
-:func:`~teamgym.adapters.chat.reply_seed`). Standard library only; for throughput on a GPU,
+:func:`~teamgym.adapters.agents.chat.reply_seed`). Standard library only; for throughput on a GPU,
 serve the directory with vLLM or SGLang instead.
 
 A bad body is a 400 with an OpenAI-style ``{"error": {"message": ...}}``; a model name other
@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from teamgym.adapters.chat import ChatModel, load_chat_model
+from teamgym.adapters.agents.chat import ChatModel, load_chat_model
 
 __all__ = ["BadRequest", "ChatServer", "make_server", "parse_request"]
 

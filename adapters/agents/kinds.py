@@ -12,9 +12,9 @@ Specs, in a suite file or on the command line:
   ``checkpoint:DIR`` (a frozen model directory, greedy);
 * ``{kind: openai, model: NAME, base_url: URL, ...}`` (or the string ``openai:MODEL@URL``): any
   OpenAI-compatible chat server (vLLM, SGLang, a hosted API; ``teamgym serve`` for a local
-  model), see :mod:`teamgym.adapters.openai_agent`;
+  model), see :mod:`teamgym.adapters.agents.openai_agent`;
 * ``{kind: transformers, path: DIR, ...}`` (or ``transformers:DIR``): a local Hugging Face
-  model directory on CPU or GPU, see :mod:`teamgym.adapters.transformers_agent`.
+  model directory on CPU or GPU, see :mod:`teamgym.adapters.agents.transformers_agent`.
 
 An agent that cannot answer (a dead server after its retries, a reply that never came) raises
 :class:`AgentError`; the runner marks that episode ``errored`` with the reason and goes on.
@@ -218,11 +218,11 @@ def build_agent(spec: AgentSpec, env_id: str) -> RunAgent:
     if spec.kind == "baseline":
         return BaselineAgent(spec, env_id)
     if spec.kind == "openai":
-        from teamgym.adapters.openai_agent import OpenAIAgent
+        from teamgym.adapters.agents.openai_agent import OpenAIAgent
 
         return OpenAIAgent(spec)
     if spec.kind == "transformers":
-        from teamgym.adapters.transformers_agent import TransformersAgent
+        from teamgym.adapters.agents.transformers_agent import TransformersAgent
 
         return TransformersAgent(spec)
     raise ValueError(f"unknown agent kind {spec.kind!r}")

@@ -13,13 +13,13 @@ Options (spec keys): ``model`` (required), ``base_url`` (``http://127.0.0.1:8000
 that was not named for it; unset means no ``Authorization`` header), ``concurrency`` (8 requests in flight, run-wide), ``timeout`` (60 s
 per request), ``max_retries`` (3), ``backoff`` (0.5 s, doubled per retry, plus up to 50% jitter
 drawn from the turn's seed), ``temperature`` (0), ``top_p`` (1.0), ``max_tokens`` (256),
-``seed`` (0; mixed into every request's ``seed``, see :func:`~teamgym.adapters.chat.reply_seed`).
+``seed`` (0; mixed into every request's ``seed``, see :func:`~teamgym.adapters.agents.chat.reply_seed`).
 
 Retried: connection errors, timeouts, HTTP 429 and 5xx (waiting at least the server's
 ``Retry-After``), and 2xx bodies that are not a chat completion. Not retried: other 4xx
 (a wrong model name, a bad key), which fail the turn at once.
 
-Records (``episode.records``, one per turn, see :class:`~teamgym.adapters.chat.ChatEpisode`):
+Records (``episode.records``, one per turn, see :class:`~teamgym.adapters.agents.chat.ChatEpisode`):
 ``agent, turn, system, message, seed`` are deterministic; ``reply`` and ``finish_reason`` are
 as deterministic as the server (at temperature 0 on one server, usually); ``attempts`` (a list
 of ``{status, error, latency_s}``), ``latency_s`` and ``usage`` (the server's token counts, if
@@ -44,8 +44,8 @@ except ImportError as exc:  # the one dependency of this agent: say which extra 
         "the openai agent needs httpx: pip install 'teamgym[llm]' (or pip install httpx)"
     ) from exc
 
-from teamgym.adapters.agents import AgentError, AgentSpec
-from teamgym.adapters.chat import ChatEpisode, Message
+from teamgym.adapters.agents.kinds import AgentError, AgentSpec
+from teamgym.adapters.agents.chat import ChatEpisode, Message
 
 __all__ = ["ChatReply", "OpenAIAgent", "parse_chat_response"]
 

@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from teamgym.adapters.chat import cut_at_stop, forced_reply
-from teamgym.adapters.checkpoint_policy import CheckpointPolicy
-from teamgym.adapters.cpu_grpo import receptive_field
-from teamgym.adapters.cpu_rollout import evaluate_metrics
-from teamgym.adapters.train_args import TrainArgs, check_warmup_teachers
+from teamgym.adapters.agents.chat import cut_at_stop, forced_reply
+from teamgym.adapters.agents.checkpoint import CheckpointPolicy
+from teamgym.adapters.cpu.args import TrainArgs, check_warmup_teachers
+from teamgym.adapters.cpu.grpo import receptive_field
+from teamgym.adapters.cpu.rollout import evaluate_metrics
 from teamgym.envs.baselines import Policy, make_baseline
 from teamgym.names import CHECKPOINT_PREFIX
 

@@ -1,0 +1,29 @@
+"""The agents a benchmark plays and the models behind them.
+
+``kinds`` (agent specs and the kind registry: baselines, ``openai``, ``transformers``),
+``openai_agent`` and ``transformers_agent`` (the LLM kinds), ``chat`` (what an LLM agent is
+shown and how its reply becomes an action), ``sampling`` (torch-only token sampling every local
+model shares), ``serve`` (``teamgym serve``: a local model behind an OpenAI-compatible API),
+``checkpoint`` (a frozen model directory as a teammate, ``checkpoint:DIR``), ``local_model``
+(``teamgym model init``: the small model built from the environments' own text).
+"""
+
+from teamgym.adapters.agents.kinds import (
+    AgentError,
+    AgentSpec,
+    BaselineAgent,
+    EpisodeAgent,
+    RunAgent,
+    build_agent,
+    parse_agent_spec,
+)
+
+__all__ = [
+    "AgentError",
+    "AgentSpec",
+    "BaselineAgent",
+    "EpisodeAgent",
+    "RunAgent",
+    "build_agent",
+    "parse_agent_spec",
+]

@@ -1,0 +1,7 @@
+"""The CPU GRPO trainer: shared-reward GRPO on the local model, no GPU, no VERL workers.
+
+``args`` (``TrainArgs``: every setting of a run), ``trainer`` (the step loop), ``rollout``
+(episodes through VERL's agent loop on a CPU server), ``grpo`` (the policy-gradient step),
+``warmup`` (the optional format warm-up on a babbler's replies), ``run_state`` (checkpoints and
+resume). ``teamgym train --cpu`` and the learning stages (``teamgym learn``) run it.
+"""

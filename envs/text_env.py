@@ -11,7 +11,6 @@ the game act (``_game_step``), deliver the messages, build observations and info
 from __future__ import annotations
 
 import functools
-from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -21,6 +20,7 @@ from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
 
 from teamgym.envs import events as ev
+from teamgym.envs.game import GameHooks, GameStep
 from teamgym.envs.messages import (
     CHARS_PER_TOKEN,
     OBS_CHARSET,
@@ -30,6 +30,7 @@ from teamgym.envs.messages import (
     sanitize_text,
     truncate_message,
 )
+from teamgym.envs.slots import SlotIndex
 from teamgym.envs.views import VIEWS, View
 
 __all__ = [
@@ -50,22 +51,6 @@ _StepResult = tuple[
 
 
 @dataclass
-class GameStep:
-    """What a game's rules made of one joint action (returned by ``_game_step``)."""
-
-    rewards: dict[str, float]
-    """Individual reward per live agent (missing agents get 0)."""
-    feedback: dict[str, str] = field(default_factory=dict)
-    """What happened to each agent's action, in words."""
-    events: list[dict[str, Any]] = field(default_factory=list)
-    """Typed events of the step (see :mod:`teamgym.envs.events`)."""
-    done: bool | dict[str, bool] = False
-    """Whether the episode (or, per agent, that agent's part in it) has ended."""
-    info: dict[str, Any] = field(default_factory=dict)
-    """Extra ``infos`` keys for every agent this step (JSON-ready), e.g. the turn order."""
-
-
-@dataclass
 class _Replies:
     """What the env read from one step's replies, before the game acts on them."""
 
@@ -81,7 +66,7 @@ class _Replies:
     """(sender, text) of the messages the rules let through."""
 
 
-class TextParallelEnv(ParallelEnv[str, Any, Any]):
+class TextParallelEnv(GameHooks, ParallelEnv[str, Any, Any]):
     """Base class of the teamgym games (a ``pettingzoo.ParallelEnv``).
 
     Subclasses implement ``_game_reset``, ``_game_step``, ``_game_valid_actions``,
@@ -130,25 +115,14 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
                 the 0.1.0 wording, "Nothing happened." (``signal-v0``, ``thor-assembly-v0``).
             render_mode: ``"ansi"`` or None.
         """
-        if not isinstance(num_agents, int) or not self.min_agents <= num_agents <= self.max_agents:
-            raise ValueError(
-                f"num_agents must be an int in {self.min_agents}..{self.max_agents}, got {num_agents!r}"
-            )
-        if obs_mode not in ("text", "vector"):
-            raise ValueError(f"obs_mode must be 'text' or 'vector', got {obs_mode!r}")
-        if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
-            raise ValueError(f"max_steps must be a positive int or None, got {max_steps!r}")
-        if not isinstance(message_max_tokens, int) or message_max_tokens < 1:
-            raise ValueError(
-                f"message_max_tokens must be a positive int, got {message_max_tokens!r}"
-            )
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(
-                f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}"
-            )
+        self._check_options(num_agents, obs_mode, max_steps, message_max_tokens, render_mode)
         self.possible_agents = [f"robot_{i}" for i in range(num_agents)]
         self.agents: list[str] = []
         self.obs_mode: _ObsMode = obs_mode
+        #: What ``obs_mode`` decides (spaces, decoding, observations, state): a
+        #: :class:`~teamgym.envs.views.View`. Replaceable, e.g. by a view that wraps this one to
+        #: time its observations (``teamgym bench perf`` does).
+        self.view: View = VIEWS[obs_mode]
         self._max_steps = max_steps
         self.message_max_tokens = message_max_tokens
         self.tokenizer = tokenizer
@@ -167,102 +141,39 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         self._feedback: dict[str, str] = {}
         self._obs_spaces: dict[str, spaces.Space] = {}
         self._act_spaces: dict[str, spaces.Space] = {}
-        self._slot_indices: dict[str, tuple[Hashable, int, dict[str, list[int]]]] = {}
-        self._shared_slot_index: tuple[Sequence[str], dict[str, list[int]]] | None = None
-        #: agent -> (slot index, legal actions, mask) of its last vector observation
-        self._last_masks: dict[str, tuple[dict[str, list[int]], list[str], np.ndarray]] = {}
+        self._slot_indices = SlotIndex()
 
-    # ----------------------------------------------------------------- game hooks
-    def _game_reset(self, options: dict[str, Any] | None) -> None:
-        """Build a new game state, drawing every random number from ``self.np_random``."""
-        raise NotImplementedError
+    def _check_options(
+        self,
+        num_agents: Any,
+        obs_mode: Any,
+        max_steps: Any,
+        message_max_tokens: Any,
+        render_mode: Any,
+    ) -> None:
+        """Refuse a common option out of its range, saying what it must be."""
+        if not isinstance(num_agents, int) or not self.min_agents <= num_agents <= self.max_agents:
+            raise ValueError(
+                f"num_agents must be an int in {self.min_agents}..{self.max_agents}, got {num_agents!r}"
+            )
+        if obs_mode not in ("text", "vector"):
+            raise ValueError(f"obs_mode must be 'text' or 'vector', got {obs_mode!r}")
+        if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
+            raise ValueError(f"max_steps must be a positive int or None, got {max_steps!r}")
+        if not isinstance(message_max_tokens, int) or message_max_tokens < 1:
+            raise ValueError(
+                f"message_max_tokens must be a positive int, got {message_max_tokens!r}"
+            )
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}"
+            )
 
-    def _game_step(self, actions: dict[str, str | None]) -> GameStep:
-        """Apply one joint action; ``None`` is a no-op (the agent's reply was unusable)."""
-        raise NotImplementedError
-
-    def _game_valid_actions(self, agent: str) -> list[str]:
-        """The actions legal for ``agent`` now, in normalized form."""
-        raise NotImplementedError
-
-    def _game_action_names(self, agent: str) -> list[tuple[str, str | None]]:
-        """Every (action, message) the agent may ever choose: the vector-mode action list."""
-        raise NotImplementedError
-
-    def _game_instructions(self, agent: str) -> str:
-        """The system prompt: role, goal, action grammar and reply format."""
-        raise NotImplementedError
-
-    def _game_observation(self, agent: str) -> str:
-        """What ``agent`` sees now (its state and what changed), without messages or feedback."""
-        raise NotImplementedError
-
-    def _game_render(self) -> str:
-        """The global view, as text."""
-        raise NotImplementedError
-
-    def _game_vector_size(self) -> int:
-        """Length of the vector observation."""
-        raise NotImplementedError
-
-    def _game_vector_observation(self, agent: str) -> np.ndarray:
-        """The agent's observation as a float32 vector (messages via ``self.inbox``)."""
-        raise NotImplementedError
-
-    def _game_vector_action(self, agent: str, index: int) -> tuple[str, str | None]:
-        """The (text action, message) that vector action ``index`` stands for now; games whose
-        action slots change meaning per episode (e.g. "goto place 3") translate here."""
-        return self._game_action_names(agent)[index]
-
-    def _game_vector_key(self, agent: str) -> Hashable:
-        """What the vector slots' meaning depends on now: the mask's slot index is rebuilt only
-        when this changes. Default: the action list; a game that translates slots in
-        ``_game_vector_action`` returns a key that changes whenever a translation does (and
-        without one, the index is rebuilt on every observation: see :meth:`_slot_index`)."""
-        return tuple(self._game_action_names(agent))  # a copy: a list changed in place differs
-
-    def _game_vector_texts(self, agent: str) -> Sequence[str]:
-        """The text action every vector slot stands for now (a game whose agents share their
-        slots may return one list object for all: the slot index is then built once)."""
-        n = len(self._game_action_names(agent))
-        return [self._game_vector_action(agent, i)[0] for i in range(n)]
-
+    # ----------------------------------------------------------------- vector slots
     def _slot_index(self, agent: str) -> tuple[int, dict[str, list[int]]]:
         """(slot count, text action -> the slots that stand for it now), for the action mask;
-        cached until ``_game_vector_key`` changes. A class that translates slots below the
-        class that keys and lists them (a subclass of a game overriding only
-        ``_game_vector_action``) gets the index rebuilt from its translations every time."""
-        if _translates_below_its_key(type(self)):
-            texts: Sequence[str] = TextParallelEnv._game_vector_texts(self, agent)
-            return len(texts), _slots_by_text(texts)
-        key = self._game_vector_key(agent)
-        cached = self._slot_indices.get(agent)
-        if cached is None or cached[0] != key:
-            texts = self._game_vector_texts(agent)
-            shared = self._shared_slot_index
-            if shared is not None and shared[0] is texts:  # another agent's, same slots
-                index = shared[1]
-            else:
-                index = _slots_by_text(texts)
-                self._shared_slot_index = (texts, index)
-            cached = self._slot_indices[agent] = (key, len(texts), index)
-        return cached[1], cached[2]
-
-    def _game_default_max_steps(self) -> int:
-        """Step limit used when ``max_steps`` is None."""
-        return 100
-
-    def can_speak(self, agent: str) -> bool:
-        """Whether ``agent`` may send a message now (games restrict speakers here)."""
-        return True
-
-    def _game_vet_message(self, agent: str, text: str) -> tuple[str | None, str]:
-        """Apply game rules to a message (e.g. a word budget): returns (text or None, note)."""
-        return text, ""
-
-    def _game_recipients(self, agent: str) -> list[str]:
-        """Who receives ``agent``'s messages: by default every other live agent."""
-        return [a for a in self.agents if a != agent]
+        cached until ``_game_vector_key`` changes (see :class:`~teamgym.envs.slots.SlotIndex`)."""
+        return self._slot_indices.lookup(self, agent)
 
     # ----------------------------------------------------------------- spaces
     @property
@@ -276,23 +187,18 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         per_message = self.message_max_tokens * CHARS_PER_TOKEN + 64
         return self.max_game_observation_chars + len(self.possible_agents) * per_message + 1024
 
-    @property
-    def _obs_view(self) -> View:
-        """The view of ``obs_mode``: spaces, decoding, observations and state for that mode."""
-        return VIEWS[self.obs_mode]
-
     def observation_space(self, agent: str) -> spaces.Space:
         """The agent's observation space; the same object on every call."""
         space = self._obs_spaces.get(agent)
         if space is None:
-            space = self._obs_spaces[agent] = self._obs_view.observation_space(self, agent)
+            space = self._obs_spaces[agent] = self.view.observation_space(self, agent)
         return space
 
     def action_space(self, agent: str) -> spaces.Space:
         """The agent's action space (a reply ``Text`` or ``Discrete``); the same object on every call."""
         space = self._act_spaces.get(agent)
         if space is None:
-            space = self._act_spaces[agent] = self._obs_view.action_space(self, agent)
+            space = self._act_spaces[agent] = self.view.action_space(self, agent)
         return space
 
     def vector_action(self, agent: str, index: int) -> tuple[str, str | None]:
@@ -371,7 +277,7 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
 
     def state(self) -> Any:
         """Global state: the rendered view in text mode, all agents' vectors in vector mode."""
-        return self._obs_view.state(self)
+        return self.view.state(self)
 
     def close(self) -> None:
         """Nothing to release for pure-Python games."""
@@ -415,7 +321,7 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
         are asked of the game again, not reused from the last observation: a scenario may set
         the game's state between ``reset`` and ``step``."""
         valid = self._game_valid_actions(agent)
-        return self._obs_view.decode(self, agent, reply, valid)
+        return self.view.decode(self, agent, reply, valid)
 
     def _accept_message(self, agent: str, message: str, outbox: list[tuple[str, str]]) -> str:
         """Queue a message for delivery if the rules allow it; returns a note for feedback."""
@@ -467,25 +373,4 @@ class TextParallelEnv(ParallelEnv[str, Any, Any]):
 
     def _observe(self, agent: str, valid: list[str]) -> Any:
         """``agent``'s observation now, in the view of ``obs_mode``."""
-        return self._obs_view.observe(self, agent, valid)
-
-
-@functools.cache
-def _translates_below_its_key(cls: type) -> bool:
-    """Whether ``cls`` defines ``_game_vector_action`` below ``_game_vector_key`` or
-    ``_game_vector_texts`` in its hierarchy (their cached slot index would ignore it)."""
-    mro = cls.__mro__
-
-    def depth(name: str) -> int:
-        return next(i for i, c in enumerate(mro) if name in c.__dict__)
-
-    action = depth("_game_vector_action")
-    return action < depth("_game_vector_key") or action < depth("_game_vector_texts")
-
-
-def _slots_by_text(texts: Sequence[str]) -> dict[str, list[int]]:
-    """Text action -> the slots that stand for it."""
-    index: dict[str, list[int]] = {}
-    for i, text in enumerate(texts):
-        index.setdefault(text, []).append(i)
-    return index
+        return self.view.observe(self, agent, valid)

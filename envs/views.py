@@ -140,28 +140,12 @@ class VectorView:
     def observe(self, env: TextParallelEnv, agent: str, valid: list[str]) -> dict[str, Any]:
         """The game's vector and the mask of the indices legal now (set from the legal actions
         through a cached slot index, not rebuilt slot by slot)."""
-        mask = _mask(env, agent, valid)
+        mask = env._slot_indices.mask(agent, env._slot_index(agent), valid)
         return {"observation": env._game_vector_observation(agent), "action_mask": mask}
 
     def state(self, env: TextParallelEnv) -> np.ndarray:
         """Every possible agent's vector, concatenated."""
         return np.concatenate([env._game_vector_observation(a) for a in env.possible_agents])
-
-
-def _mask(env: TextParallelEnv, agent: str, valid: list[str]) -> np.ndarray:
-    """The action mask of ``valid``: from the env's slot index (rebuilt only when the slots'
-    meaning changes), or a copy of the agent's last mask when the legal actions and the slots
-    are what they were then (a robot on the way, a listener waiting)."""
-    n, slots = env._slot_index(agent)
-    last = env._last_masks.get(agent)
-    if last is not None and last[0] is slots and last[1] == valid:
-        return last[2].copy()
-    mask = np.zeros(n, dtype=np.int8)
-    legal = [i for action in valid for i in slots.get(action, ())]
-    if legal:
-        mask[legal] = 1
-    env._last_masks[agent] = (slots, list(valid), mask.copy())
-    return mask
 
 
 #: ``obs_mode`` -> its view.

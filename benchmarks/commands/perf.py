@@ -25,7 +25,7 @@ from teamgym.benchmarks.commands.dataclass_args import (
 )
 from teamgym.benchmarks.commands.tables import perf_comparison_tables
 from teamgym.benchmarks.perf import FLAT, PerfArgs, PerfReport, VerlOverhead
-from teamgym.benchmarks.perf_compare import compare_reports, load_report, setting_differences
+from teamgym.benchmarks.perf.compare import compare_reports, load_report, setting_differences
 
 NAME = "perf"
 

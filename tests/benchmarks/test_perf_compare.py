@@ -14,7 +14,7 @@ import pytest
 
 from teamgym.benchmarks import perf as perf_module
 from teamgym.benchmarks.cli import main
-from teamgym.benchmarks.perf_compare import FigureChange, check_report, compare_reports
+from teamgym.benchmarks.perf.compare import FigureChange, check_report, compare_reports
 
 QUICK = ["bench", "perf", "--quick", "--env", "signal-v1", "--agents", "2"]
 

@@ -219,22 +219,44 @@ def _run_legacy(cfg: Any, data: Path, tokenizer: Any, server: Any, n: int) -> _M
     return _Measured(len(out), tokens, seconds, cpu, idle, getattr(server, "max_in_flight", None))
 
 
+def _v1_config(cfg: Any) -> Any:
+    """VERL's part of ``cfg``, resolved, with TransferQueue on (one storage unit)."""
+    from omegaconf import OmegaConf
+
+    plain: Any = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    plain.pop("teamgym")
+    plain.transfer_queue.enable = True
+    plain.transfer_queue.backend.SimpleStorage.num_data_storage_units = 1
+    return plain
+
+
+def _start_ray() -> None:
+    """A local Ray whose workers set up as ``main_ppo``'s do, one thread each."""
+    import ray
+
+    ray.init(
+        num_cpus=8,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={
+            "worker_process_setup_hook": "teamgym.adapters.verl.train.setup_worker",
+            "env_vars": {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"},
+        },
+    )
+
+
 def _run_v1(cfg: Any, data: Path, tokenizer: Any, server: Any, n: int) -> _Measured:
     """The v1 worker as ``main_ppo`` runs it: a Ray actor writing into TransferQueue, ``n``
     sessions per row, the finished batch sampled by VERL's ``ReplayBuffer`` and cleared. The
     second of two batches is measured: the first starts Ray's worker processes."""
     import ray
     import transfer_queue as tq
-    from omegaconf import OmegaConf
     from verl.trainer.ppo.v1 import AgentLoopWorkerTQ
     from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
     from verl.utils import tensordict_utils as tu
     from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
-    plain: Any = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    plain.pop("teamgym")
-    plain.transfer_queue.enable = True
-    plain.transfer_queue.backend.SimpleStorage.num_data_storage_units = 1
+    plain = _v1_config(cfg)
     files = [str(data / "train.parquet")]
     ds = RLHFDataset(data_files=files, tokenizer=tokenizer, config=plain.data)
     items = [ds[i] for i in range(len(ds))]
@@ -250,15 +272,7 @@ def _run_v1(cfg: Any, data: Path, tokenizer: Any, server: Any, n: int) -> _Measu
         tq.kv_batch_put(keys=uids, partition_id="train", tags=tags)
         return batch, uids
 
-    ray.init(
-        num_cpus=8,
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env={
-            "worker_process_setup_hook": "teamgym.adapters.verl.train.setup_worker",
-            "env_vars": {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"},
-        },
-    )
+    _start_ray()
     try:
         tq.init(plain.transfer_queue)
         worker = AgentLoopWorkerTQ.remote(plain, server, None, None)

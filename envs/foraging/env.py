@@ -9,6 +9,7 @@ import numpy as np
 from teamgym.envs import events as ev
 from teamgym.envs.foraging.world import MOVES, Field, spawn
 from teamgym.envs.grid import offset_words
+from teamgym.envs.presets import int_in, resolve
 from teamgym.envs.text_env import GameStep, TextParallelEnv
 
 __all__ = ["DIFFICULTIES", "ForagingEnv"]
@@ -73,22 +74,14 @@ class ForagingEnv(TextParallelEnv):
         """See the class docstring; ``difficulty`` picks a named setting (default ``medium``)
         and ``base`` takes the common options of ``TextParallelEnv``."""
         super().__init__(num_agents, **base)
-        if difficulty is not None and difficulty not in DIFFICULTIES:
-            raise ValueError(
-                f"difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}"
-            )
-        cfg = dict(DIFFICULTIES[difficulty or "medium"])
         given = {"size": size, "num_items": num_items, "max_agent_level": max_agent_level,
                  "force_coop": force_coop}  # fmt: skip
-        cfg.update({k: v for k, v in given.items() if v is not None})
+        cfg = resolve(DIFFICULTIES, difficulty, given)
         if sight != "preset":
             cfg["sight"] = sight
-        if not isinstance(cfg["size"], int) or not 4 <= cfg["size"] <= 20:
-            raise ValueError(f"size must be an int in 4..20, got {cfg['size']!r}")
-        if not isinstance(cfg["num_items"], int) or not 1 <= cfg["num_items"] <= 10:
-            raise ValueError(f"num_items must be an int in 1..10, got {cfg['num_items']!r}")
-        if not isinstance(cfg["max_agent_level"], int) or not 1 <= cfg["max_agent_level"] <= 5:
-            raise ValueError(f"max_agent_level must be in 1..5, got {cfg['max_agent_level']!r}")
+        int_in("size", cfg["size"], 4, 20)
+        int_in("num_items", cfg["num_items"], 1, 10)
+        int_in("max_agent_level", cfg["max_agent_level"], 1, 5)
         if cfg["sight"] is not None and (not isinstance(cfg["sight"], int) or cfg["sight"] < 1):
             raise ValueError(f"sight must be a positive int or None, got {cfg['sight']!r}")
         if cfg["force_coop"] and num_agents > 4:

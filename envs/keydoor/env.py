@@ -8,6 +8,7 @@ import numpy as np
 
 from teamgym.envs import events as ev
 from teamgym.envs.keydoor.world import MOVES, Layout, generate_layout, relative
+from teamgym.envs.presets import int_in, resolve
 from teamgym.envs.text_env import GameStep, TextParallelEnv
 
 __all__ = ["DIFFICULTIES", "KeyDoorEnv"]
@@ -69,17 +70,11 @@ class KeyDoorEnv(TextParallelEnv):
         ``fixed_layout`` keeps the plate, door and key in place (only starts and the treasure
         are drawn); ``base`` takes the common options of ``TextParallelEnv``."""
         super().__init__(num_agents, **base)
-        if difficulty is not None and difficulty not in DIFFICULTIES:
-            raise ValueError(
-                f"difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}"
-            )
-        preset = dict(DIFFICULTIES[difficulty or "medium"])
         given = {"room_size": room_size, "room_height": room_height, "with_key": with_key,
                  "fixed_layout": fixed_layout}  # fmt: skip
-        preset.update({k: v for k, v in given.items() if v is not None})
+        preset = resolve(DIFFICULTIES, difficulty, given)
         for name in ("room_size", "room_height"):
-            if not isinstance(preset[name], int) or not 2 <= preset[name] <= 10:
-                raise ValueError(f"{name} must be an int in 2..10, got {preset[name]!r}")
+            int_in(name, preset[name], 2, 10)
         self.room_size, self.room_height = preset["room_size"], preset["room_height"]
         self.with_key, self.fixed_layout = bool(preset["with_key"]), bool(preset["fixed_layout"])
         self.layout: Layout | None = None

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from teamgym.envs import events as ev
+from teamgym.envs.presets import int_in, resolve
 from teamgym.envs.text_env import GameStep, TextParallelEnv
 
 __all__ = ["DIFFICULTIES", "PublicGoodsEnv"]
@@ -73,19 +74,14 @@ class PublicGoodsEnv(TextParallelEnv):
         and ``base`` takes the common options of ``TextParallelEnv`` (``communication`` among
         them)."""
         super().__init__(num_agents, **base)
-        if difficulty is not None and difficulty not in DIFFICULTIES:
-            raise ValueError(
-                f"difficulty must be one of {sorted(DIFFICULTIES)}, got {difficulty!r}"
-            )
-        preset = DIFFICULTIES[difficulty or "medium"]
-        num_rounds = preset["num_rounds"] if num_rounds is None else num_rounds
-        multiplier = preset["multiplier"] if multiplier is None else multiplier
-        endowment = preset["endowment"] if endowment is None else endowment
-        spread = preset["multiplier_spread"] if multiplier_spread is None else multiplier_spread
+        given = {"num_rounds": num_rounds, "multiplier": multiplier, "endowment": endowment,
+                 "multiplier_spread": multiplier_spread}  # fmt: skip
+        preset = resolve(DIFFICULTIES, difficulty, given)
+        num_rounds, multiplier = preset["num_rounds"], preset["multiplier"]
+        endowment, spread = preset["endowment"], preset["multiplier_spread"]
         if not isinstance(num_rounds, int) or num_rounds < 1:
             raise ValueError(f"num_rounds must be a positive int, got {num_rounds!r}")
-        if not isinstance(endowment, int) or not 1 <= endowment <= 20:
-            raise ValueError(f"endowment must be an int in 1..20, got {endowment!r}")
+        int_in("endowment", endowment, 1, 20)
         if not isinstance(multiplier, (int, float)) or multiplier <= 0:
             raise ValueError(f"multiplier must be a positive number, got {multiplier!r}")
         if not isinstance(spread, (int, float)) or not 0 <= spread < multiplier:

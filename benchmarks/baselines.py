@@ -14,9 +14,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from teamgym.envs.baselines import make_baseline, run_episode
+from teamgym.envs.baselines import make_baseline
+from teamgym.envs.lineup import run_episode
 from teamgym.envs.metrics import EpisodeMetrics
 from teamgym.envs.registration import make, spec
+from teamgym.envs.seeds import episode_seeds
 from teamgym.names import EVAL_SEED_BASE
 
 __all__ = ["BaselineResult", "run_baselines"]
@@ -85,8 +87,8 @@ def run_baselines(
             env = make(env_id, **(env_kwargs or {}))
             policy = make_baseline(env_id, name, seed=seed)
             metrics = []
-            for k in range(episodes):
-                metrics.append(run_episode(env, policy, seed=seed + k))
+            for episode_seed in episode_seeds(seed, episodes):
+                metrics.append(run_episode(env, policy, seed=episode_seed))
                 if on_episode is not None:
                     on_episode()
             env.close()

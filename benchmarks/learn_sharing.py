@@ -138,10 +138,11 @@ def sampled_contribution(model_dir: str | Path, args: TrainArgs) -> float:
     from transformers import AutoTokenizer
 
     from teamgym.adapters.cpu.rollout import evaluate_metrics
+    from teamgym.envs.seeds import HELD_OUT_SET
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     return evaluate_metrics(
-        str(model_dir), tokenizer, args, args.eval_episodes, seed=1, temperature=1.0
+        str(model_dir), tokenizer, args, args.eval_episodes, seed=HELD_OUT_SET, temperature=1.0
     )["score"]
 
 
@@ -154,12 +155,12 @@ def contribution_probability(model_dir: str | Path, args: TrainArgs) -> float:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from teamgym.adapters.verl.dataset import episode_rows
-    from teamgym.names import EVAL_SEED_BASE
+    from teamgym.envs.seeds import eval_seeds
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     shares = []
-    for row in episode_rows(args.env, args.env_kwargs, [EVAL_SEED_BASE], "eval"):
+    for row in episode_rows(args.env, args.env_kwargs, eval_seeds(0, 1), "eval"):
         text = tokenizer.apply_chat_template(
             row["prompt"], add_generation_prompt=True, tokenize=False
         )

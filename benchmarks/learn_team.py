@@ -32,7 +32,8 @@ from teamgym.benchmarks.learn import (
     machine,
     summarize,
 )
-from teamgym.names import CHECKPOINT_PREFIX, EVAL_SEED_BASE
+from teamgym.envs.seeds import eval_seeds
+from teamgym.names import CHECKPOINT_PREFIX
 
 __all__ = ["DESCRIPTION", "FIRST", "TEAM", "phase_args", "plot_team", "run_team", "speaker_words"]
 
@@ -96,8 +97,8 @@ def speaker_words(policy: str | Path, args: TrainArgs, episodes: int = 64) -> di
     )
     words: dict[str, Counter[str]] = {}
     talked = legal = 0
-    for k in range(episodes):
-        obs, infos = env.reset(seed=EVAL_SEED_BASE + k)
+    for k, episode_seed in enumerate(eval_seeds(0, episodes)):
+        obs, infos = env.reset(seed=episode_seed)
         player.reset(k)
         target = _line_after(obs[SPEAKER], "The target is: ") or "?"
         replies = {a: player.act(a, obs[a], infos[a]) for a in env.agents}

@@ -1,7 +1,7 @@
 """``teamgym bench run --ray [ADDRESS]``: the same episodes, spread over a Ray cluster.
 
 Episodes go to Ray tasks in small chunks; each task plays its chunk with
-:func:`teamgym.benchmarks.runner.play_jobs` (building its own agents) and returns the lines, and
+:func:`teamgym.benchmarks.episodes.play_jobs` (building its own agents) and returns the lines, and
 the driver appends them as chunks finish, so ``results.jsonl`` stays the only writer's and a
 killed driver resumes like a serial run. Episodes are deterministic in their seed, so the lines
 equal the serial run's (except ``wall_s``). Every node needs teamgym installed (and the extras
@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from teamgym.benchmarks.episodes import play_jobs
 from teamgym.benchmarks.suites import Job
 
 __all__ = ["play_on_ray"]
@@ -31,8 +32,6 @@ def play_on_ray(
 ) -> None:
     """Play ``jobs`` as Ray tasks (``address="local"``: a Ray instance on this machine)."""
     import ray
-
-    from teamgym.benchmarks.runner import play_jobs
 
     started = not ray.is_initialized()
     if started:

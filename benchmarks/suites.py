@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from teamgym.adapters.agents import AgentSpec, parse_agent_spec
+from teamgym.envs.lineup import check_teammates
+from teamgym.envs.seeds import episode_seeds
 from teamgym.names import EVAL_SEED_BASE
 
 __all__ = ["Job", "Setting", "Suite", "SuiteError", "load_suite", "shipped_suites"]
@@ -46,7 +48,9 @@ class SuiteError(ValueError):
 
 
 def digest(obj: Any, n: int = 12) -> str:
-    """Short SHA-256 of canonical JSON: the hashes that name settings and runs."""
+    """Short SHA-256 of canonical JSON (sorted keys, compact separators): the hashes that name
+    settings, runs and run-wide agents. Config hashes and suite hashes are stored in run
+    directories, so these bytes must never change."""
     blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:n]
 
@@ -258,7 +262,7 @@ def _entry_settings(
     first = entry.get("seed", seed)
     if not isinstance(first, int) or isinstance(first, bool) or first < 0:
         raise SuiteError(f"{at}: seed must be a non-negative integer, got {first!r}")
-    seeds = tuple(range(first, first + episodes))
+    seeds = tuple(episode_seeds(first, episodes))
     teammates = {str(k): str(v) for k, v in (entry.get("teammates") or {}).items()}
     _check_teammates(teammates, env_id, at)
     specs = _agent_specs(entry.get("agents", agents), env_id, list(env_spec.baselines), at)
@@ -270,13 +274,12 @@ def _entry_settings(
             env = make(env_id, **kwargs)
         except (TypeError, ValueError, KeyError) as exc:
             raise SuiteError(f"{at}: {env_id} with {kwargs}: {exc}") from None
-        agents_of_env = set(env.possible_agents)
+        agents_of_env = list(env.possible_agents)
         env.close()
-        if set(teammates) - agents_of_env or set(teammates) == agents_of_env:
-            raise SuiteError(
-                f"{at}: teammates must name some, not all, of {sorted(agents_of_env)}; "
-                f"got {sorted(teammates)}"
-            )
+        try:
+            check_teammates(teammates, agents_of_env)
+        except ValueError as exc:
+            raise SuiteError(f"{at}: {exc}") from None
         for agent in specs:
             out.append(Setting(env_id, kwargs, agent, teammates, seeds))
     return out

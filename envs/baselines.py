@@ -2,7 +2,8 @@
 
 A policy answers like a model would: ``act(agent, observation, info)`` returns a reply string
 in the env's reply format. ``random`` (uniform over ``info["valid_actions"]``) works on every
-text env; envs list their own (e.g. an ``expert``) in their registration.
+text env; envs list their own (e.g. an ``expert``) in their registration. Who plays which agent
+in an episode, and with which seed, is :mod:`teamgym.envs.lineup`'s.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from teamgym.envs.metrics import EpisodeMetrics, EpisodeTracker
 from teamgym.envs.registration import load_entry_point, spec
 
 __all__ = [
@@ -22,7 +22,6 @@ __all__ = [
     "RandomPolicy",
     "make_baseline",
     "register_policy_prefix",
-    "run_episode",
 ]
 
 _WORD = re.compile(r"[a-z]+")
@@ -67,7 +66,7 @@ class RandomPolicy:
 
 class PrivilegedPolicy:
     """Base of scripted experts that read the true state: ``bind(env)`` keeps the unwrapped
-    env (``run_episode`` and the episode hub call it); they hold no state between steps."""
+    env (:class:`~teamgym.envs.lineup.Lineup` calls it); they hold no state between steps."""
 
     def __init__(self, seed: int | None = None) -> None:
         self.env: Any = None
@@ -80,14 +79,16 @@ class PrivilegedPolicy:
         """Stateless between steps: nothing to reset."""
 
 
-PolicyFactory = Callable[[str, "int | None"], "Policy"]
+PolicyFactory = Callable[..., "Policy"]
+"""``factory(argument, seed, **options)``: a prefixed family's policy."""
 _PREFIXED: dict[str, PolicyFactory] = {}
 """Policy families named ``PREFIX + argument`` (e.g. ``checkpoint:DIR``), registered by the
 layers that implement them (``teamgym.adapters`` registers ``checkpoint:`` when imported)."""
 
 
 def register_policy_prefix(prefix: str, factory: PolicyFactory) -> None:
-    """Let :func:`make_baseline` build names ``prefix + arg`` as ``factory(arg, seed)``; the same
+    """Let :func:`make_baseline` build names ``prefix + arg`` as ``factory(arg, seed,
+    **options)``; the same
     factory may register again (a re-import), another one under a taken prefix raises."""
     known = _PREFIXED.get(prefix)
     if known is not None and (known.__module__, known.__qualname__) != (
@@ -100,15 +101,17 @@ def register_policy_prefix(prefix: str, factory: PolicyFactory) -> None:
     _PREFIXED[prefix] = factory
 
 
-def make_baseline(env_id: str, name: str, seed: int | None = None) -> Policy:
+def make_baseline(env_id: str, name: str, seed: int | None = None, **options: Any) -> Policy:
     """Build baseline ``name`` for ``env_id``: ``random``, one the env registered, or a
     registered prefix such as ``checkpoint:PATH`` (a frozen model directory answering greedily;
-    registered by ``import teamgym.adapters``, needs the ``train`` extra)."""
+    registered by ``import teamgym.adapters``, needs the ``train`` extra). ``options`` go to a
+    prefixed family's factory only (a checkpoint's ``max_reply_tokens``, ``stop``, ...): the
+    scripted baselines take none, so one set of options serves a mix of both."""
     if name == "random":
         return RandomPolicy(seed)
     for prefix, factory in _PREFIXED.items():
         if name.startswith(prefix):
-            return factory(name.removeprefix(prefix), seed)
+            return factory(name.removeprefix(prefix), seed, **options)
     known = dict(spec(env_id).baselines)
     if name not in known:
         prefixes = (
@@ -120,23 +123,3 @@ def make_baseline(env_id: str, name: str, seed: int | None = None) -> Policy:
             f"or {prefixes} (checkpoint:PATH is a model directory)"
         )
     return load_entry_point(known[name])(seed=seed)
-
-
-def run_episode(env: Any, policies: Policy | Mapping[str, Policy], seed: int) -> EpisodeMetrics:
-    """Play one episode of a text env with ``policies`` (one for all agents, or per agent)."""
-    obs, infos = env.reset(seed=seed)
-    per_agent = (
-        policies if isinstance(policies, Mapping) else dict.fromkeys(env.possible_agents, policies)
-    )
-    for i, policy in enumerate(dict.fromkeys(per_agent.values())):
-        if hasattr(policy, "bind"):  # privileged baselines read the true state
-            policy.bind(env)
-        policy.reset(seed * 1000 + i)
-    tracker = EpisodeTracker(env.possible_agents)
-    last_info = dict(infos)
-    while env.agents:
-        actions = {a: per_agent[a].act(a, obs[a], last_info[a]) for a in env.agents}
-        obs, rewards, _, _, infos = env.step(actions)
-        last_info.update(infos)
-        tracker.step(rewards, infos)
-    return tracker.metrics()

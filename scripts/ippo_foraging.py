@@ -29,7 +29,8 @@ from torch import nn
 from torch.distributions import Categorical
 
 from teamgym.envs import make
-from teamgym.envs.baselines import make_baseline, run_episode
+from teamgym.envs.baselines import make_baseline
+from teamgym.envs.lineup import run_episode
 
 #: (observations, legal-action masks) of a batch of agents -> their actions.
 Policy = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]

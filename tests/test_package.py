@@ -146,6 +146,74 @@ def test_dependencies_point_one_way(layer: str, above: tuple[str, ...]) -> None:
     assert not upward, upward
 
 
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(["teamgym", *(parts[:-1] if parts[-1] == "__init__" else parts)])
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Package module -> the package modules it imports, anywhere in its body (a function's
+    import too: it still ties the two together), except under ``if TYPE_CHECKING:``, which
+    never runs."""
+    import ast
+
+    paths = {
+        _module_name(p): p
+        for d in ("envs", "adapters", "benchmarks")
+        for p in (REPO / d).rglob("*.py")
+    }
+    paths["teamgym.names"] = REPO / "names.py"
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        tree = ast.parse(path.read_text())
+        typing_only = {
+            id(n)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
+            for n in ast.walk(node)
+        }
+        edges = set()
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                targets = [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            for target in targets:
+                while target and target not in paths:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    edges.add(target)
+        graph[name] = edges
+    return graph
+
+
+def test_no_import_cycles() -> None:
+    """No two package modules import each other, directly or through others: every module
+    can be read after the ones it imports (a package's ``__init__`` re-exporting its modules
+    counts, so modules inside a package import their siblings, not the package)."""
+    graph = _import_graph()
+    assert len(graph) > 100 and "teamgym.envs.text_env" in graph["teamgym.envs.signal.env"]
+    cycles, done = [], set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            cycles.append(" -> ".join([*path[path.index(module) :], module]))
+            return
+        if module in done:
+            return
+        for target in sorted(graph[module]):
+            visit(target, [*path, module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+    assert not cycles, "\n".join(cycles)
+
+
 def test_checkpoint_names_need_the_adapters_layer(run_python) -> None:
     """``checkpoint:PATH`` is a policy family registered by ``import teamgym.adapters``."""
     code = (

@@ -10,20 +10,28 @@ model shares), ``serve`` (``teamgym serve``: a local model behind an OpenAI-comp
 
 from teamgym.adapters.agents.kinds import (
     AgentError,
+    AgentKind,
     AgentSpec,
     BaselineAgent,
     EpisodeAgent,
     RunAgent,
+    agent_kinds,
     build_agent,
+    get_agent_kind,
     parse_agent_spec,
+    register_agent_kind,
 )
 
 __all__ = [
     "AgentError",
+    "AgentKind",
     "AgentSpec",
     "BaselineAgent",
     "EpisodeAgent",
     "RunAgent",
+    "agent_kinds",
     "build_agent",
+    "get_agent_kind",
     "parse_agent_spec",
+    "register_agent_kind",
 ]

@@ -28,6 +28,7 @@ __all__ = [
     "ChatModel",
     "Completion",
     "Message",
+    "SamplingOptions",
     "cut_at_stop",
     "forced_reply",
     "load_chat_model",
@@ -37,6 +38,43 @@ __all__ = [
 
 Message = dict[str, str]
 """One chat message: ``{"role": ..., "content": ...}``."""
+
+DEFAULT_MAX_PROMPT_TOKENS = 2048
+"""Tokens of a rendered chat a local model sees at most (it is cut on the left beyond)."""
+
+
+@dataclass(frozen=True)
+class SamplingOptions:
+    """How an LLM agent samples its replies: the spec options the ``openai`` and
+    ``transformers`` kinds share, with their one set of defaults and their one check."""
+
+    temperature: float = 0.0
+    """0 is greedy; above, replies are sampled with the reply's seed."""
+    top_p: float = 1.0
+    """Nucleus sampling mass, in (0, 1]."""
+    max_tokens: int = 256
+    """Longest reply, in tokens (at least 1)."""
+    seed: int = 0
+    """Mixed into every reply's sampling seed (:func:`reply_seed`'s ``base``)."""
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], label: str) -> SamplingOptions:
+        """The sampling options of a spec's ``options`` (defaults for those it leaves out);
+        ``ValueError`` naming the agent ``label`` when one is out of range."""
+        default = cls()
+        sampling = cls(
+            temperature=float(options.get("temperature", default.temperature)),
+            top_p=float(options.get("top_p", default.top_p)),
+            max_tokens=int(options.get("max_tokens", default.max_tokens)),
+            seed=int(options.get("seed", default.seed)),
+        )
+        t, p, n = sampling.temperature, sampling.top_p, sampling.max_tokens
+        if t < 0 or not 0 < p <= 1 or n < 1:
+            raise ValueError(
+                f"{label}: need temperature >= 0, 0 < top_p <= 1 and max_tokens >= 1, got "
+                f"{t}, {p}, {n}"
+            )
+        return sampling
 
 
 def next_chat(
@@ -178,12 +216,12 @@ class ChatModel:
         self,
         messages: Sequence[Mapping[str, str]],
         *,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        top_p: float = 1.0,
-        seed: int = 0,
+        max_tokens: int = SamplingOptions.max_tokens,
+        temperature: float = SamplingOptions.temperature,
+        top_p: float = SamplingOptions.top_p,
+        seed: int = SamplingOptions.seed,
         stop: Sequence[str] = (),
-        max_prompt_tokens: int = 2048,
+        max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
     ) -> Completion:
         """The model's reply to ``messages``: greedy at temperature 0, else sampled from a
         generator seeded with ``seed``; it ends at an end token, a ``stop`` string (cut off,

@@ -8,9 +8,9 @@ template, exactly as the agent loop does, and answers greedily, through the same
 Given a trainer's ``stop`` strings and ``forced_moves="auto"``, its replies end as the
 trainer's rollouts end (cut after the stop string; a turn with one valid action played without
 the model), so a warm-up that replays a policy's greedy replies replays what it wrote.
-It is a baseline like the scripted ones (``reset``/``act``), so the episode hub,
-``format_warmup`` and ``run_episode`` use it unchanged: ad-hoc teamwork and population play
-against earlier selves.
+It is a baseline like the scripted ones (``reset``/``act``), so the episode hub, the warm-up
+and ``run_episode`` seat it through :class:`teamgym.envs.lineup.Lineup` unchanged: ad-hoc
+teamwork and population play against earlier selves.
 """
 
 from __future__ import annotations
@@ -85,9 +85,10 @@ class CheckpointPolicy:
         return reply
 
 
-def checkpoint_policy(path: str, seed: int | None = None) -> CheckpointPolicy:
-    """``make_baseline``'s factory for ``checkpoint:PATH`` names."""
-    return CheckpointPolicy(path, seed=seed)
+def checkpoint_policy(path: str, seed: int | None = None, **options: Any) -> CheckpointPolicy:
+    """``make_baseline``'s factory for ``checkpoint:PATH`` names (``options``: the
+    :class:`CheckpointPolicy` arguments after ``seed``, e.g. the warm-up's reply limits)."""
+    return CheckpointPolicy(path, seed=seed, **options)
 
 
 register_policy_prefix(CHECKPOINT_PREFIX, checkpoint_policy)

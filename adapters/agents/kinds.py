@@ -16,30 +16,40 @@ Specs, in a suite file or on the command line:
 * ``{kind: transformers, path: DIR, ...}`` (or ``transformers:DIR``): a local Hugging Face
   model directory on CPU or GPU, see :mod:`teamgym.adapters.agents.transformers_agent`.
 
+Each kind is one :class:`AgentKind` in a registry (declared at the end of this module; add one
+with :func:`register_agent_kind`): its options and their defaults, the option it requires, its
+string form and default label, and its builder. :func:`parse_agent_spec` and
+:func:`build_agent` read nothing else; the LLM kinds share
+:class:`~teamgym.adapters.agents.chat.SamplingOptions`.
+
 An agent that cannot answer (a dead server after its retries, a reply that never came) raises
 :class:`AgentError`; the runner marks that episode ``errored`` with the reason and goes on.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from teamgym.adapters.agents.chat import DEFAULT_MAX_PROMPT_TOKENS, SamplingOptions
 from teamgym.envs.baselines import Policy, make_baseline
-from teamgym.names import CHECKPOINT_PREFIX
+from teamgym.envs.lineup import Lineup, resolve_spec
+from teamgym.envs.registration import load_entry_point
 
 __all__ = [
     "AgentError",
+    "AgentKind",
     "AgentSpec",
     "BaselineAgent",
     "EpisodeAgent",
     "RunAgent",
+    "agent_kinds",
     "build_agent",
+    "get_agent_kind",
     "parse_agent_spec",
+    "register_agent_kind",
 ]
 
 
@@ -77,37 +87,10 @@ class RunAgent(Protocol):
         ...
 
 
-AGENT_KINDS = ("baseline", "openai", "transformers")
-_OPTIONS: dict[str, tuple[str, ...]] = {
-    "baseline": ("name",),
-    "openai": (
-        "model",
-        "base_url",
-        "api_key_env",
-        "concurrency",
-        "timeout",
-        "max_retries",
-        "backoff",
-        "temperature",
-        "top_p",
-        "max_tokens",
-        "seed",
-    ),
-    "transformers": (
-        "path",
-        "device",
-        "temperature",
-        "top_p",
-        "max_tokens",
-        "max_prompt_tokens",
-        "seed",
-    ),
-}
-
-
 @dataclass(frozen=True)
 class AgentSpec:
-    """A validated agent spec: its ``kind``, a display ``label`` and its ``options``."""
+    """A validated agent spec: its ``kind``, a display ``label`` and its ``options`` (those the
+    spec sets; :meth:`option` fills in the kind's defaults)."""
 
     kind: str
     label: str
@@ -115,17 +98,75 @@ class AgentSpec:
 
     def config(self) -> dict[str, Any]:
         """What identifies the agent's behaviour (hashed into the config fingerprint): kind and
-        options, minus what only changes how it is reached (keys, concurrency, timeouts)."""
-        skip = {"api_key_env", "concurrency", "timeout", "max_retries", "backoff", "base_url"}
+        options, minus those that only change how it is reached (:attr:`AgentKind.reach`)."""
+        reach = get_agent_kind(self.kind).reach
         return {
             "kind": self.kind,
-            **{k: v for k, v in sorted(self.options.items()) if k not in skip},
+            **{k: v for k, v in sorted(self.options.items()) if k not in reach},
         }
 
-    def digest(self) -> str:
-        """Short hash of :meth:`config`."""
-        blob = json.dumps(self.config(), sort_keys=True, default=str).encode()
-        return hashlib.sha256(blob).hexdigest()[:12]
+    def option(self, name: str) -> Any:
+        """The value of option ``name``: the spec's own, else its kind's default."""
+        return self.options.get(name, get_agent_kind(self.kind).defaults[name])
+
+
+@dataclass(frozen=True)
+class AgentKind:
+    """One kind of agent, declared once: the options its specs may set and their defaults,
+    how a spec is completed and labelled, and how its run-wide agent is built.
+
+    A spec of this kind is ``{kind: NAME, REQUIRED: VALUE, ...}`` or the string
+    ``PREFIX + VALUE``, which is also its default label.
+    """
+
+    name: str
+    """The spec's ``kind``."""
+    required: str
+    """The option every spec of this kind must set (``name``, ``model``, ``path``)."""
+    defaults: Mapping[str, Any]
+    """Every other option, in the order error messages list them, with its default (the
+    agent reads it with :meth:`AgentSpec.option`; None where the agent decides)."""
+    prefix: str
+    """The string form's prefix (``openai:``); the default label is ``prefix + required``."""
+    build: str | Callable[[AgentSpec, str], RunAgent]
+    """Builds the run-wide agent of a spec for an env id: a callable, or a lazy
+    ``"module:attr"`` entry point naming one (the LLM kinds: their extras load when an agent is
+    built, so importing this module stays light)."""
+    resolve: Callable[[dict[str, Any]], None] | None = None
+    """Completes a spec's options in place when it is parsed (an absolute path, the URL)."""
+    from_string: Callable[[str], dict[str, Any]] | None = None
+    """The options of the string form after its prefix (None: that text is ``required``)."""
+    reach: frozenset[str] = frozenset()
+    """Options that only change how the agent is reached (address, key, concurrency,
+    timeouts): left out of :meth:`AgentSpec.config`, so they never change a fingerprint."""
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """Every option a spec of this kind may set besides ``kind`` and ``label``."""
+        return (self.required, *self.defaults)
+
+
+_KINDS: dict[str, AgentKind] = {}
+
+
+def register_agent_kind(kind: AgentKind) -> AgentKind:
+    """Make ``kind`` available to specs; a name already taken raises ``ValueError``."""
+    if kind.name in _KINDS:
+        raise ValueError(f"agent kind {kind.name!r} is already registered")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def get_agent_kind(name: str) -> AgentKind:
+    """The registered kind ``name``; ``ValueError`` listing the kinds there are."""
+    if name not in _KINDS:
+        raise ValueError(f"unknown agent kind {name!r}; allowed: {', '.join(_KINDS)}")
+    return _KINDS[name]
+
+
+def agent_kinds() -> tuple[str, ...]:
+    """The registered kinds' names, in registration order."""
+    return tuple(_KINDS)
 
 
 def parse_agent_spec(spec: str | Mapping[str, Any]) -> AgentSpec:
@@ -136,32 +177,19 @@ def parse_agent_spec(spec: str | Mapping[str, Any]) -> AgentSpec:
     if not isinstance(spec, Mapping):
         raise ValueError(f"an agent is a name or a mapping, got {type(spec).__name__}: {spec!r}")
     options = dict(spec)
-    kind = str(options.pop("kind", "baseline"))
+    kind = get_agent_kind(str(options.pop("kind", "baseline")))
     label = options.pop("label", None)
-    if kind not in _OPTIONS:
-        raise ValueError(f"unknown agent kind {kind!r}; allowed: {', '.join(AGENT_KINDS)}")
-    unknown = sorted(set(options) - set(_OPTIONS[kind]))
+    unknown = sorted(set(options) - set(kind.options))
     if unknown:
         raise ValueError(
-            f"agent kind {kind!r} has no option(s) {', '.join(unknown)}; allowed: "
-            f"label, {', '.join(_OPTIONS[kind])}"
+            f"agent kind {kind.name!r} has no option(s) {', '.join(unknown)}; allowed: "
+            f"label, {', '.join(kind.options)}"
         )
-    required = {"baseline": "name", "openai": "model", "transformers": "path"}[kind]
-    if required not in options:
-        raise ValueError(f"agent kind {kind!r} needs {required!r}")
-    if kind == "openai":
-        options.setdefault("base_url", "http://127.0.0.1:8000/v1")
-    if kind == "transformers":  # absolute: the same model from any working directory or node
-        options["path"] = str(Path(str(options["path"])).expanduser().resolve())
-    if kind == "baseline" and str(options["name"]).startswith(CHECKPOINT_PREFIX):
-        path = Path(str(options["name"]).removeprefix(CHECKPOINT_PREFIX)).expanduser().resolve()
-        options["name"] = f"{CHECKPOINT_PREFIX}{path}"
-    default_label = {
-        "baseline": str(options.get("name")),
-        "openai": f"openai:{options.get('model')}",
-        "transformers": f"transformers:{options.get('path')}",
-    }[kind]
-    return AgentSpec(kind, str(label or default_label), options)
+    if kind.required not in options:
+        raise ValueError(f"agent kind {kind.name!r} needs {kind.required!r}")
+    if kind.resolve is not None:
+        kind.resolve(options)
+    return AgentSpec(kind.name, str(label or f"{kind.prefix}{options[kind.required]}"), options)
 
 
 def _parse_string(spec: str) -> AgentSpec:
@@ -169,15 +197,11 @@ def _parse_string(spec: str) -> AgentSpec:
     spec = spec.strip()
     if not spec:
         raise ValueError("empty agent spec")
-    if spec.startswith("openai:"):
-        model, _, url = spec.removeprefix("openai:").partition("@")
-        return parse_agent_spec(
-            {"kind": "openai", "model": model, **({"base_url": url} if url else {})}
-        )
-    if spec.startswith("transformers:"):
-        return parse_agent_spec(
-            {"kind": "transformers", "path": spec.removeprefix("transformers:")}
-        )
+    for kind in _KINDS.values():
+        if kind.prefix and spec.startswith(kind.prefix):
+            rest = spec.removeprefix(kind.prefix)
+            options = kind.from_string(rest) if kind.from_string else {kind.required: rest}
+            return parse_agent_spec({"kind": kind.name, **options})
     return parse_agent_spec({"kind": "baseline", "name": spec})
 
 
@@ -193,9 +217,10 @@ class _BaselineEpisode:
 
 
 class BaselineAgent:
-    """A scripted baseline (or ``checkpoint:DIR``): a fresh policy per episode, bound to the env
-    and reset exactly as :func:`teamgym.envs.baselines.run_episode` does, so its episodes
-    reproduce ``teamgym baselines`` byte for byte."""
+    """A scripted baseline (or ``checkpoint:DIR``): a fresh policy per episode playing every agent
+    it is given, seated by :class:`~teamgym.envs.lineup.Lineup` in slot 0 exactly as
+    :func:`teamgym.envs.lineup.run_episode` seats it, so its episodes reproduce
+    ``teamgym baselines`` byte for byte."""
 
     def __init__(self, spec: AgentSpec, env_id: str) -> None:
         self.spec = spec
@@ -203,26 +228,78 @@ class BaselineAgent:
         make_baseline(env_id, spec.options["name"])  # unknown names fail now, not mid-run
 
     def episode(self, env: Any, seed: int) -> EpisodeAgent:
-        policy = make_baseline(self.env_id, self.spec.options["name"])
-        if hasattr(policy, "bind"):
-            policy.bind(env)
-        policy.reset(seed * 1000)
-        return _BaselineEpisode(policy)
+        seats = dict.fromkeys(env.possible_agents, self.spec.options["name"])
+        return _BaselineEpisode(Lineup.build(self.env_id, seats, share=True).start(env, seed))
 
     def close(self) -> None:
         """Nothing held."""
 
 
 def build_agent(spec: AgentSpec, env_id: str) -> RunAgent:
-    """The run-wide agent of ``spec`` for ``env_id`` (LLM kinds import their extras here)."""
-    if spec.kind == "baseline":
-        return BaselineAgent(spec, env_id)
-    if spec.kind == "openai":
-        from teamgym.adapters.agents.openai_agent import OpenAIAgent
+    """The run-wide agent of ``spec`` for ``env_id``, built by its kind."""
+    build: Callable[[AgentSpec, str], RunAgent] = load_entry_point(get_agent_kind(spec.kind).build)
+    return build(spec, env_id)
 
-        return OpenAIAgent(spec)
-    if spec.kind == "transformers":
-        from teamgym.adapters.agents.transformers_agent import TransformersAgent
 
-        return TransformersAgent(spec)
-    raise ValueError(f"unknown agent kind {spec.kind!r}")
+# The kinds. Each declares its options and defaults here and nowhere else: the agents read them
+# with ``spec.option(name)``, and the sampling options come from SamplingOptions.
+
+_SAMPLING = asdict(SamplingOptions())
+
+
+def _resolve_checkpoint(options: dict[str, Any]) -> None:
+    """``checkpoint:DIR`` with an absolute ``DIR``: the same model from any working directory."""
+    options["name"] = resolve_spec(str(options["name"]))
+
+
+def _resolve_path(options: dict[str, Any]) -> None:
+    """An absolute ``path``: the same model from any working directory or node."""
+    options["path"] = str(Path(str(options["path"])).expanduser().resolve())
+
+
+def _resolve_base_url(options: dict[str, Any]) -> None:
+    """The server's URL written into the spec, the default one if it names none."""
+    options.setdefault("base_url", _OPENAI_DEFAULTS["base_url"])
+
+
+def _openai_string(rest: str) -> dict[str, Any]:
+    """``MODEL`` or ``MODEL@URL``."""
+    model, _, url = rest.partition("@")
+    return {"model": model, **({"base_url": url} if url else {})}
+
+
+_OPENAI_DEFAULTS: dict[str, Any] = {
+    "base_url": "http://127.0.0.1:8000/v1",
+    "api_key_env": None,  # by host: OPENAI_API_KEY for api.openai.com only
+    "concurrency": 8,
+    "timeout": 60.0,
+    "max_retries": 3,
+    "backoff": 0.5,
+    **_SAMPLING,
+}
+
+register_agent_kind(
+    AgentKind("baseline", "name", {}, "", BaselineAgent, resolve=_resolve_checkpoint)
+)
+register_agent_kind(
+    AgentKind(
+        "openai",
+        "model",
+        _OPENAI_DEFAULTS,
+        "openai:",
+        "teamgym.adapters.agents.openai_agent:build",
+        resolve=_resolve_base_url,
+        from_string=_openai_string,
+        reach=frozenset(_OPENAI_DEFAULTS) - set(_SAMPLING),
+    )
+)
+register_agent_kind(
+    AgentKind(
+        "transformers",
+        "path",
+        {"device": "auto", **_SAMPLING, "max_prompt_tokens": DEFAULT_MAX_PROMPT_TOKENS},
+        "transformers:",
+        "teamgym.adapters.agents.transformers_agent:build",
+        resolve=_resolve_path,
+    )
+)

@@ -78,18 +78,19 @@ def env_corpus(
     """Text of the registered environments: instructions, observations and the replies of
     ``baselines`` (those the env has; the first ``max_steps`` steps of each episode)."""
     from teamgym.envs import make, registry, spec
-    from teamgym.envs.baselines import make_baseline
+    from teamgym.envs.lineup import Lineup
+    from teamgym.envs.seeds import episode_seeds
 
     for env_id in env_ids or list(registry()):
         known = {"random", *spec(env_id).baselines}
         for name in [b for b in baselines if b in known]:
-            policy = make_baseline(env_id, name, seed=seed)
             env = make(env_id)
-            if hasattr(policy, "bind"):
-                policy.bind(env)
-            for k in range(episodes):
-                obs, infos = env.reset(seed=seed + k)
-                policy.reset(seed + k)
+            seats = dict.fromkeys(env.possible_agents, name)  # one policy, the training rule
+            policy = Lineup.build(env_id, seats, seed=seed, share=True, first_slot=None)
+            policy.bind(env)
+            for episode_seed in episode_seeds(seed, episodes):
+                obs, infos = env.reset(seed=episode_seed)
+                policy.reset(episode_seed)
                 yield from (info["instructions"] for info in infos.values())
                 for _ in range(max_steps):
                     if not env.agents:

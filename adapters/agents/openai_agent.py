@@ -44,8 +44,8 @@ except ImportError as exc:  # the one dependency of this agent: say which extra 
         "the openai agent needs httpx: pip install 'teamgym[llm]' (or pip install httpx)"
     ) from exc
 
+from teamgym.adapters.agents.chat import ChatEpisode, Message, SamplingOptions
 from teamgym.adapters.agents.kinds import AgentError, AgentSpec
-from teamgym.adapters.agents.chat import ChatEpisode, Message
 
 __all__ = ["ChatReply", "OpenAIAgent", "parse_chat_response"]
 
@@ -121,7 +121,7 @@ class _OpenAIEpisode(ChatEpisode):
     """One episode's chats, answered by the run's server."""
 
     def __init__(self, owner: OpenAIAgent, seed: int) -> None:
-        super().__init__(seed, seed_base=owner.seed)
+        super().__init__(seed, seed_base=owner.sampling.seed)
         self.owner = owner
 
     async def complete(self, messages: list[Message], seed: int, record: dict[str, Any]) -> str:
@@ -144,7 +144,7 @@ class OpenAIAgent:
         o = spec.options
         self.spec = spec
         self.model = str(o["model"])
-        self.base_url = str(o.get("base_url", "http://127.0.0.1:8000/v1")).rstrip("/")
+        self.base_url = str(spec.option("base_url")).rstrip("/")
         self.url = f"{self.base_url}/chat/completions"
         try:
             host = httpx.URL(self.url).host
@@ -154,19 +154,11 @@ class OpenAIAgent:
             ) from None
         default_key = "OPENAI_API_KEY" if host == "api.openai.com" else None
         self.api_key_env: str | None = o.get("api_key_env", default_key)
-        self.concurrency = int(o.get("concurrency", 8))
-        self.timeout = float(o.get("timeout", 60.0))
-        self.max_retries = int(o.get("max_retries", 3))
-        self.backoff = float(o.get("backoff", 0.5))
-        self.temperature = float(o.get("temperature", 0.0))
-        self.top_p = float(o.get("top_p", 1.0))
-        self.max_tokens = int(o.get("max_tokens", 256))
-        self.seed = int(o.get("seed", 0))
-        if self.temperature < 0 or not 0 < self.top_p <= 1 or self.max_tokens < 1:
-            raise ValueError(
-                f"{spec.label}: need temperature >= 0, 0 < top_p <= 1 and max_tokens >= 1, got "
-                f"{self.temperature}, {self.top_p}, {self.max_tokens}"
-            )
+        self.concurrency = int(spec.option("concurrency"))
+        self.timeout = float(spec.option("timeout"))
+        self.max_retries = int(spec.option("max_retries"))
+        self.backoff = float(spec.option("backoff"))
+        self.sampling = SamplingOptions.from_options(o, spec.label)
         if self.concurrency < 1 or self.timeout <= 0 or self.max_retries < 0 or self.backoff < 0:
             raise ValueError(
                 f"{spec.label}: need concurrency >= 1, timeout > 0, max_retries >= 0 and "
@@ -206,9 +198,9 @@ class OpenAIAgent:
         return {
             "model": self.model,
             "messages": messages,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "max_tokens": self.max_tokens,
+            "temperature": self.sampling.temperature,
+            "top_p": self.sampling.top_p,
+            "max_tokens": self.sampling.max_tokens,
             "seed": seed,
         }
 
@@ -306,3 +298,9 @@ class OpenAIAgent:
     def close(self) -> None:
         """Release the HTTP client; prefer ``await agent.aclose()`` inside the run's loop."""
         self._discard()
+
+
+def build(spec: AgentSpec, env_id: str) -> OpenAIAgent:
+    """The ``openai`` kind's builder, named in the agent-kind registry
+    (:mod:`teamgym.adapters.agents.kinds`): one agent serves every env, so ``env_id`` is unused."""
+    return OpenAIAgent(spec)

@@ -23,8 +23,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from teamgym.adapters.agents.chat import (
+    ChatEpisode,
+    ChatModel,
+    Message,
+    SamplingOptions,
+    load_chat_model,
+)
 from teamgym.adapters.agents.kinds import AgentError, AgentSpec
-from teamgym.adapters.agents.chat import ChatEpisode, ChatModel, Message, load_chat_model
 
 __all__ = ["TransformersAgent"]
 
@@ -33,7 +39,7 @@ class _TransformersEpisode(ChatEpisode):
     """One episode's chats, answered by the run's model."""
 
     def __init__(self, owner: TransformersAgent, seed: int) -> None:
-        super().__init__(seed, seed_base=owner.seed)
+        super().__init__(seed, seed_base=owner.sampling.seed)
         self.owner = owner
 
     async def complete(self, messages: list[Message], seed: int, record: dict[str, Any]) -> str:
@@ -41,9 +47,9 @@ class _TransformersEpisode(ChatEpisode):
         try:
             out = await o.model.acomplete(
                 messages,
-                max_tokens=o.max_tokens,
-                temperature=o.temperature,
-                top_p=o.top_p,
+                max_tokens=o.sampling.max_tokens,
+                temperature=o.sampling.temperature,
+                top_p=o.sampling.top_p,
                 seed=seed,
                 max_prompt_tokens=o.max_prompt_tokens,
             )
@@ -61,17 +67,9 @@ class TransformersAgent:
     def __init__(self, spec: AgentSpec) -> None:
         o = spec.options
         self.spec = spec
-        self.temperature = float(o.get("temperature", 0.0))
-        self.top_p = float(o.get("top_p", 1.0))
-        self.max_tokens = int(o.get("max_tokens", 256))
-        self.max_prompt_tokens = int(o.get("max_prompt_tokens", 2048))
-        self.seed = int(o.get("seed", 0))
-        if self.temperature < 0 or not 0 < self.top_p <= 1 or self.max_tokens < 1:
-            raise ValueError(
-                f"{spec.label}: need temperature >= 0, 0 < top_p <= 1 and max_tokens >= 1, got "
-                f"{self.temperature}, {self.top_p}, {self.max_tokens}"
-            )
-        self.model: ChatModel = load_chat_model(o["path"], str(o.get("device", "auto")))
+        self.sampling = SamplingOptions.from_options(o, spec.label)
+        self.max_prompt_tokens = int(spec.option("max_prompt_tokens"))
+        self.model: ChatModel = load_chat_model(o["path"], str(spec.option("device")))
 
     def episode(self, env: Any, seed: int) -> _TransformersEpisode:
         """Fresh chats for the episode on ``seed``."""
@@ -79,3 +77,9 @@ class TransformersAgent:
 
     def close(self) -> None:
         """Nothing to release: the model stays cached for later runs in this process."""
+
+
+def build(spec: AgentSpec, env_id: str) -> TransformersAgent:
+    """The ``transformers`` kind's builder, named in the agent-kind registry
+    (:mod:`teamgym.adapters.agents.kinds`): one agent serves every env, so ``env_id`` is unused."""
+    return TransformersAgent(spec)

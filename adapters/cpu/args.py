@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from teamgym.names import CHECKPOINT_PREFIX, DEFAULT_SHARING_WEIGHT
+from teamgym.envs.lineup import resolve_spec
+from teamgym.names import DEFAULT_SHARING_WEIGHT
 
 __all__ = [
     "FREE_ON_RESUME",
@@ -172,9 +173,7 @@ def _placed(args: Mapping[str, Any]) -> dict[str, Any]:
         )
 
     def policy(name: Any) -> Any:
-        if isinstance(name, str) and name.startswith(CHECKPOINT_PREFIX):
-            return CHECKPOINT_PREFIX + place(name.removeprefix(CHECKPOINT_PREFIX))
-        return name
+        return resolve_spec(name, place) if isinstance(name, str) else name
 
     placed = dict(args)
     if placed.get("model"):

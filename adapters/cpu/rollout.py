@@ -16,14 +16,13 @@ import numpy as np
 import torch
 
 from teamgym.adapters.cpu.args import TrainArgs
-from teamgym.names import EVAL_SEED_BASE
+from teamgym.envs.seeds import eval_seeds
 
 __all__ = [
     "batch_mean",
     "build_batch",
     "check_prompt_length",
     "compose_config",
-    "draw_seeds",
     "evaluate",
     "evaluate_metrics",
     "groups_with_signal",
@@ -33,18 +32,19 @@ __all__ = [
 
 def compose_config(args: TrainArgs, run: Path) -> Any:
     """VERL's composed config for ``args``, with the agent-loop YAML written into ``run``."""
-    from teamgym.adapters.verl.config import write_agent_loop_yaml
+    from teamgym.adapters.verl.settings import AgentLoopSettings, write_agent_loop_yaml
     from teamgym.adapters.verl.train import compose_config as compose_verl
+    from teamgym.envs.sharing import RewardSharing
 
-    loop_yaml = write_agent_loop_yaml(
-        run / "agent_loop.yaml",
-        sharing={"weight": args.sharing_weight},
+    settings = AgentLoopSettings(
+        sharing=RewardSharing(weight=args.sharing_weight),
         max_reply_tokens=args.max_reply_tokens,
         join_timeout=30,
         turn_timeout=300,
         forced_moves=args.forced_moves,
-        stop=list(args.stop),
+        stop=tuple(args.stop),
     )
+    loop_yaml = write_agent_loop_yaml(run / "agent_loop.yaml", settings)
     return compose_verl(
         [
             f"teamgym.dataset_dir={run}",
@@ -111,11 +111,6 @@ def _objects(items: list[Any]) -> np.ndarray:
     return out
 
 
-def draw_seeds(rng: np.random.Generator, count: int) -> list[int]:
-    """Training episode seeds, all below the evaluation range."""
-    return [int(s) for s in rng.integers(0, EVAL_SEED_BASE, size=count)]
-
-
 def batch_mean(out: Any, key: str) -> float:
     """Mean of an episode metric over the batch's rows (NaN-free; 0 when never defined)."""
     values = [
@@ -180,7 +175,7 @@ def evaluate_metrics(
     cfg.actor_rollout_ref.rollout.val_kwargs.temperature = temperature  # before the worker reads it
     server = LocalModelServer(model_dir_or_model, tokenizer=tokenizer, seed=seed)
     worker = AgentLoopWorker(cfg, server)
-    seeds = [EVAL_SEED_BASE + seed * 100_000 + k for k in range(episodes)]
+    seeds = eval_seeds(seed, episodes)
     batch = build_batch(args, seeds, "eval", 1)
     batch.meta_info["validate"] = True
     out = asyncio.run(worker.generate_sequences(batch))

@@ -24,7 +24,6 @@ from teamgym.adapters.cpu.rollout import (
     build_batch,
     check_prompt_length,
     compose_config,
-    draw_seeds,
     evaluate,
     evaluate_metrics,
     rollout_metrics,
@@ -32,6 +31,7 @@ from teamgym.adapters.cpu.rollout import (
 from teamgym.adapters.cpu.run_state import RunDir, guard
 from teamgym.adapters.cpu.warmup import format_warmup, warm_up, warmup_examples
 from teamgym.adapters.prometheus import record_exporter
+from teamgym.envs.seeds import HELD_OUT_SET, train_seeds, update_seed
 
 __all__ = ["TrainArgs", "evaluate", "format_warmup", "grpo_update", "train", "warmup_examples"]
 
@@ -74,14 +74,14 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
             step = state.step + 1
             # 3. rollouts through VERL's agent loop, one GRPO group per (seed, agent)
             batch = build_batch(
-                args, draw_seeds(rng, args.episodes_per_step), "train", args.group_size
+                args, train_seeds(rng, args.episodes_per_step), "train", args.group_size
             )
             learner.policy.eval()
             out = asyncio.run(worker.generate_sequences(batch))
 
             # 4. VERL's algorithms: GRPO advantage, clipped policy loss, KL, entropy
             losses = grpo_update(
-                learner, out, args, seed=args.seed * 100_003 + step, lr=state.lr, step=step
+                learner, out, args, seed=update_seed(args.seed, step), lr=state.lr, step=step
             )
 
             # 5. metrics, monitors, checkpoints
@@ -89,7 +89,7 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
             record["cpu_seconds"] = time.process_time() - cpu_start  # all threads: ~ cores x wall
             if args.eval_every and (step % args.eval_every == 0 or step == args.steps):
                 held_out = evaluate_metrics(
-                    learner.policy, tokenizer, args, args.eval_episodes, seed=1
+                    learner.policy, tokenizer, args, args.eval_episodes, seed=HELD_OUT_SET
                 )
                 record |= {f"eval_{key}": value for key, value in held_out.items()}
             if event := guard(args, state, record, learner, run):

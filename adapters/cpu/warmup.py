@@ -16,12 +16,11 @@ import numpy as np
 import torch
 
 from teamgym.adapters.agents.chat import cut_at_stop, forced_reply
-from teamgym.adapters.agents.checkpoint import CheckpointPolicy
 from teamgym.adapters.cpu.args import TrainArgs, check_warmup_teachers
 from teamgym.adapters.cpu.grpo import receptive_field
 from teamgym.adapters.cpu.rollout import evaluate_metrics
-from teamgym.envs.baselines import Policy, make_baseline
-from teamgym.names import CHECKPOINT_PREFIX
+from teamgym.envs.lineup import Lineup
+from teamgym.envs.seeds import HELD_OUT_SET, warmup_seeds
 
 __all__ = ["format_warmup", "warm_up", "warmup_examples"]
 
@@ -54,7 +53,9 @@ def warm_up(args: TrainArgs, run: Path) -> str:
         info["seconds"] = time.perf_counter() - began
         info["cpu_seconds"] = time.process_time() - cpu_began
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        held_out = evaluate_metrics(str(model_dir), tokenizer, args, args.eval_episodes, seed=1)
+        held_out = evaluate_metrics(
+            str(model_dir), tokenizer, args, args.eval_episodes, seed=HELD_OUT_SET
+        )
         info["eval_success"], info["eval"] = held_out["success"], held_out
         (run / "warmup.json").write_text(json.dumps(info, indent=2) + "\n")
     return str(model_dir)
@@ -82,30 +83,24 @@ def warmup_examples(
 
     env = make(args.env, **args.env_kwargs)
     check_warmup_teachers(args, list(env.possible_agents))
-    names = {teacher, *args.warmup_teachers.values()}
-    teachers = {n: _teacher(args, n) for n in sorted(names)}
-    mates = {a: make_baseline(args.env, n, seed=args.seed) for a, n in args.teammates.items()}
-    for baseline in (*teachers.values(), *mates.values()):
-        if hasattr(baseline, "bind"):
-            baseline.bind(env)
+    teachers, mates = _lineups(args, env, teacher)
     forced = args.forced_moves == "auto"  # turns the trainer plays without the model
     context = args.prompt_length
     if field is not None:
         context = min(context, field)
     examples: list[Example] = []
-    for k in range(episodes):
+    for k in warmup_seeds(episodes):
         obs, infos = env.reset(seed=k)
-        for baseline in (*teachers.values(), *mates.values()):
-            baseline.reset(k)
+        teachers.reset(k)
+        mates.reset(k)
         chats = {a: [{"role": "system", "content": infos[a]["instructions"]}] for a in env.agents}
         while env.agents:
             replies = {}
             for a in env.agents:
                 if a in mates:
-                    replies[a] = mates[a].act(a, obs[a], infos[a])
+                    replies[a] = mates.act(a, obs[a], infos[a])
                     continue
-                policy = teachers[args.warmup_teachers.get(a, teacher)]
-                reply = policy.act(a, obs[a], infos[a])  # a stateful teacher sees every turn
+                reply = teachers.act(a, obs[a], infos[a])  # a stateful teacher sees every turn
                 move = forced_reply(infos[a].get("valid_actions", ())) if forced else None
                 replies[a] = move if move is not None else cut_at_stop(reply, args.stop)
                 chats[a].append({"role": "user", "content": obs[a]})
@@ -117,20 +112,28 @@ def warmup_examples(
     return examples
 
 
-def _teacher(args: TrainArgs, name: str) -> Policy:
-    """The warm-up teacher ``name``: a baseline, or a ``checkpoint:`` model whose greedy replies
-    end as the trainer's rollouts end (``args.max_reply_tokens``, ``args.stop``,
-    ``args.forced_moves``; its chat cut to ``args.prompt_length``)."""
-    if name.startswith(CHECKPOINT_PREFIX):
-        return CheckpointPolicy(
-            name.removeprefix(CHECKPOINT_PREFIX),
-            seed=args.seed,
-            max_reply_tokens=args.max_reply_tokens,
-            max_prompt_tokens=args.prompt_length,
-            stop=args.stop,
-            forced_moves=args.forced_moves,
-        )
-    return make_baseline(args.env, name, seed=args.seed)
+def _lineups(args: TrainArgs, env: Any, teacher: str) -> tuple[Lineup, Lineup]:
+    """The warm-up's (teachers, teammates), bound to ``env``, both under the training seed rule
+    (every policy resets with the episode seed). A trained agent is taught by its own teacher
+    in ``args.warmup_teachers``, else by ``teacher``; agents with the same teacher share it. A
+    ``checkpoint:`` teacher's greedy replies end as the trainer's rollouts end
+    (``args.max_reply_tokens``, ``args.stop``, ``args.forced_moves``; its chat cut to
+    ``args.prompt_length``); teammates play as the trainer's hub plays them."""
+    trained = [a for a in env.possible_agents if a not in args.teammates]
+    seats = {a: args.warmup_teachers.get(a, teacher) for a in trained}
+    teachers = Lineup.build(
+        args.env,
+        seats,
+        seed=args.seed,
+        share=True,
+        first_slot=None,
+        max_reply_tokens=args.max_reply_tokens,
+        max_prompt_tokens=args.prompt_length,
+        stop=args.stop,
+        forced_moves=args.forced_moves,
+    )
+    mates = Lineup.build(args.env, dict(args.teammates), seed=args.seed, first_slot=None)
+    return teachers.bind(env), mates.bind(env)
 
 
 def _example(tokenizer: Any, chat: list[dict[str, str]], reply: str, prompt_length: int) -> Example:

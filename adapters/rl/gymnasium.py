@@ -32,7 +32,8 @@ import gymnasium
 from gymnasium import spaces
 
 from teamgym.envs import make, registry
-from teamgym.envs.baselines import Policy, make_baseline
+from teamgym.envs.baselines import Policy
+from teamgym.envs.lineup import Lineup
 from teamgym.envs.registration import GYMNASIUM_ENTRY_POINT, GYMNASIUM_NAMESPACE, register_gymnasium
 from teamgym.envs.sharing import RewardSharing
 from teamgym.envs.text_env import TextParallelEnv
@@ -69,17 +70,12 @@ def _is_masked(space: spaces.Space) -> bool:
 
 class _BaselineTeammate:
     """A text baseline playing in either obs mode: in vector mode it reads the text view of the
-    same state and its reply becomes the closest action index (an unusable reply stays unusable)."""
+    same state and its reply becomes the closest action index (an unusable reply stays unusable).
+    Its :class:`~teamgym.envs.lineup.Lineup` binds and seeds it."""
 
     def __init__(self, policy: Policy, env: Any) -> None:
         self.policy = policy
         self.par_env = env
-
-    def reset(self, seed: int) -> None:
-        """Re-bind (privileged baselines read the true state) and re-seed."""
-        if hasattr(self.policy, "bind"):
-            self.policy.bind(self.par_env)
-        self.policy.reset(seed)
 
     def __call__(self, agent: str, observation: Any, info: Mapping[str, Any]) -> Any:
         raw = self.par_env.unwrapped
@@ -152,7 +148,7 @@ class TeamGymEnv(gymnasium.Env):
             raise ValueError(f"agent {self.agent!r} is not in {env_id}: {', '.join(agents)}")
         self.teammates = [] if joint else [a for a in agents if a != self.agent]
         self._masked = _is_masked(self.par_env.observation_space(self.agent))
-        self._policies = {a: self._teammate(teammates, a) for a in self.teammates}
+        self._policies, self._lineup = self._seat(teammates)
         controlled = agents if joint else [self.agent]
         obs_spaces = {a: self._inner(self.par_env.observation_space(a)) for a in controlled}
         act_spaces = {a: self.par_env.action_space(a) for a in controlled}
@@ -166,13 +162,19 @@ class TeamGymEnv(gymnasium.Env):
         self._infos: dict[str, dict[str, Any]] = {}
         self._done = True
 
-    def _teammate(self, teammates: TeammatePolicy, agent: str) -> Callable[..., Any]:
-        """One teammate's policy (a baseline name becomes its own seeded instance)."""
+    def _seat(self, teammates: TeammatePolicy) -> tuple[dict[str, Callable[..., Any]], Lineup]:
+        """Each teammate's policy, and the lineup of the baseline ones: a baseline name becomes
+        one instance per teammate, bound to the env and reseeded by :meth:`reset`."""
         if callable(teammates):
-            return teammates
-        if not isinstance(teammates, str):
+            return dict.fromkeys(self.teammates, teammates), Lineup({})
+        if self.teammates and not isinstance(teammates, str):
             raise TypeError(f"teammates must be a baseline name or a callable, got {teammates!r}")
-        return _BaselineTeammate(make_baseline(self.env_id, teammates), self.par_env)
+        lineup = Lineup.build(self.env_id, dict.fromkeys(self.teammates, teammates))
+        lineup.bind(self.par_env)
+        policies: dict[str, Callable[..., Any]] = {
+            a: _BaselineTeammate(p, self.par_env) for a, p in lineup.policies.items()
+        }
+        return policies, lineup
 
     def _inner(self, space: spaces.Space) -> spaces.Space:
         """The observation part of vector mode's Dict (the mask goes to ``info``)."""
@@ -200,12 +202,11 @@ class TeamGymEnv(gymnasium.Env):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
-        """Start an episode; ``seed`` fixes the env and every teammate (same seed, same run)."""
+        """Start an episode; ``seed`` fixes the env and every teammate (same seed, same run):
+        each baseline teammate resets with a draw from ``np_random``, in teammate order."""
         super().reset(seed=seed)
         obs, infos = self.par_env.reset(seed=seed, options=options)
-        for policy in self._policies.values():
-            if isinstance(policy, _BaselineTeammate):
-                policy.reset(int(self.np_random.integers(2**31 - 1)))
+        self._lineup.reset(self.np_random)
         self._obs, self._infos, self._done = dict(obs), dict(infos), False
         return self._output()
 

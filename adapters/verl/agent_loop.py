@@ -33,10 +33,10 @@ teammates never wait and its ``reward_score`` still counts the whole episode.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
 from verl.experimental.agent_loop.agent_loop import (
     AgentLoopBase,
     AgentLoopMetrics,
@@ -48,9 +48,10 @@ from verl.experimental.agent_loop.agent_loop import (
 from teamgym.adapters.agents.chat import forced_reply
 from teamgym.adapters.verl.advantage import record_team
 from teamgym.adapters.verl.hub import get_ray_hub, local_hub
+from teamgym.adapters.verl.settings import AgentLoopSettings
 from teamgym.adapters.verl.tokens import first_prompt_ids
 from teamgym.adapters.verl.trajectory import Trajectory
-from teamgym.names import AGENT_LOOP_NAME, DEFAULT_SHARING_WEIGHT
+from teamgym.names import AGENT_LOOP_NAME
 
 __all__ = ["AGENT_LOOP_NAME", "EpisodeIncomplete", "TeamAgentLoop", "end_of_turn_ids"]
 
@@ -149,72 +150,50 @@ def end_of_turn_ids(tokenizer: Any) -> list[int]:
 class TeamAgentLoop(AgentLoopBase):
     """Agent loop for teamgym environments (see the module docstring).
 
-    Keyword arguments come from the agent-loop YAML entry, not the whole config tree:
-    ``sharing`` (RewardSharing fields; ``DEFAULT_SHARING_WEIGHT`` by default), ``max_reply_tokens`` (per turn),
-    ``hub`` (``"local"`` or ``"ray"``), ``join_timeout`` and ``turn_timeout`` in seconds,
-    ``forced_moves`` (``"model"`` or ``"auto"``), ``stop`` (stop strings such as
-    ``["</action>"]``, sent to the server as vLLM's ``stop`` with
-    ``include_stop_str_in_output``: a reply ends with its command instead of running on) and
-    ``mask_stop`` (true by default: the tokens that spell the stop string get ``response_mask`` 0,
-    so they stay context and are not trained: they only close the command).
+    Keyword arguments are VERL's plus the keys of the agent-loop YAML entry (not the whole
+    config tree), read once into :attr:`settings`
+    (:class:`~teamgym.adapters.verl.settings.AgentLoopSettings`: reward sharing, reply cap, hub,
+    timeouts, forced moves, stop strings), which the loop passes on whole.
     """
 
     tokenizer: Any  # a Hugging Face tokenizer (VERL types it as the AutoTokenizer factory)
+    settings: AgentLoopSettings
+    """This loop's settings, from its YAML entry."""
 
-    def __init__(
-        self,
-        *args: Any,
-        sharing: dict[str, Any] | None = None,
-        max_reply_tokens: int = 256,
-        hub: str = "local",
-        join_timeout: float = 60.0,
-        turn_timeout: float = 600.0,
-        forced_moves: str = "model",
-        stop: list[str] | None = None,
-        mask_stop: bool = True,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        ours = {f.name for f in dataclasses.fields(AgentLoopSettings)} & set(kwargs)
+        self.settings = AgentLoopSettings.from_dict({k: kwargs.pop(k) for k in ours})
         super().__init__(*args, **kwargs)
-        if forced_moves not in ("model", "auto"):
-            raise ValueError(f"forced_moves must be 'model' or 'auto', got {forced_moves!r}")
-        self.forced_moves = forced_moves
-        self.stop = [str(s) for s in (stop or []) if s]
-        self.mask_stop = bool(mask_stop)
-        if isinstance(sharing, DictConfig):  # `_recursive_: false` hands nodes over as they are
-            sharing = OmegaConf.to_container(sharing, resolve=True)  # type: ignore[assignment]
-        self.sharing = dict(sharing or {"weight": DEFAULT_SHARING_WEIGHT})
-        self.max_reply_tokens = int(max_reply_tokens)
         self.response_length = int(self.rollout_config.response_length)
         self.prompt_length = int(self.rollout_config.prompt_length)
         key = (id(self.tokenizer), str(getattr(self.tokenizer, "chat_template", "")))
         if key not in _END_OF_TURN:  # once per tokenizer, not per trajectory
             _END_OF_TURN[key] = (self.tokenizer, end_of_turn_ids(self.tokenizer))
         self.end_of_turn = _END_OF_TURN[key][1]
-        if hub == "local":
-            self.hub, self._remote = local_hub(join_timeout, turn_timeout), False
-        elif hub == "ray":
-            self.hub, self._remote = (
-                get_ray_hub(join_timeout=join_timeout, turn_timeout=turn_timeout),
-                True,
-            )
+        s = self.settings
+        self._remote = s.hub == "ray"
+        if self._remote:
+            self.hub = get_ray_hub(join_timeout=s.join_timeout, turn_timeout=s.turn_timeout)
         else:
-            raise ValueError(f"hub must be 'local' or 'ray', got {hub!r}")
+            self.hub = local_hub(join_timeout=s.join_timeout, turn_timeout=s.turn_timeout)
 
     def _stop_tail(self, ids: list[int]) -> int:
         """How many trailing tokens of a reply spell its stop string (0: none, or not masked)."""
-        if not (self.stop and self.mask_stop):
+        stop = self.settings.stop
+        if not (stop and self.settings.mask_stop):
             return 0
         text = self.tokenizer.decode(ids)
-        if not any(text.endswith(s) for s in self.stop):
+        if not any(text.endswith(s) for s in stop):
             return 0
         for k in range(1, len(ids) + 1):
-            if any(s in self.tokenizer.decode(ids[-k:]) for s in self.stop):
+            if any(s in self.tokenizer.decode(ids[-k:]) for s in stop):
                 return k
         return 0
 
-    async def _call(self, method: str, *args: Any) -> Any:
-        fn = getattr(self.hub, method)
-        return await (fn.remote(*args) if self._remote else fn(*args))
+    async def _ask(self, method: Any, **kwargs: Any) -> Any:
+        """Call one of the hub's methods (``self.hub.join`` ...) by keyword, in-process or on
+        its Ray actor."""
+        return await (method.remote(**kwargs) if self._remote else method(**kwargs))
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         """Play one agent's part of one episode; returns its trajectory."""
@@ -255,16 +234,17 @@ class TeamAgentLoop(AgentLoopBase):
         self, traj: Trajectory, valid: tuple[str, ...], request_id: str, sampling: dict[str, Any]
     ) -> str:
         """This turn's reply: a forced move, the model's while the budget lasts, else ""."""
-        if self.forced_moves == "auto" and (reply := forced_reply(valid)) is not None:
+        if self.settings.forced_moves == "auto" and (reply := forced_reply(valid)) is not None:
             # played even once the budget is spent
             ids = self.tokenizer.encode(reply, add_special_tokens=False)
             await traj.add_forced_reply([*ids, *self.end_of_turn])
             return reply
-        max_tokens = min(self.max_reply_tokens, traj.room())
+        max_tokens = min(self.settings.max_reply_tokens, traj.room())
         if not (traj.budget_left and max_tokens > 0):
             traj.budget_left = False
             return ""  # the env's no-op, so teammates never wait
-        stops = {"stop": self.stop, "include_stop_str_in_output": True} if self.stop else {}
+        stop = list(self.settings.stop)
+        stops = {"stop": stop, "include_stop_str_in_output": True} if stop else {}
         output = await self.server_manager.generate(
             request_id=request_id,
             prompt_ids=traj.token_ids,
@@ -289,7 +269,9 @@ class TeamAgentLoop(AgentLoopBase):
             while True:
                 reply = await self._reply(traj, valid, request_id, sampling_params)
                 replies.append(reply)
-                result = await self._call("submit", joined.instance, agent, reply)
+                result = await self._ask(
+                    self.hub.submit, instance=joined.instance, agent=agent, reply=reply
+                )
                 valid, total = result.valid_actions, total + result.reward
                 if result.done:
                     return result, total, replies
@@ -299,7 +281,8 @@ class TeamAgentLoop(AgentLoopBase):
                     messages.append({"role": "user", "content": result.observation})
                     await traj.add_observation(previous, messages)
         except BaseException as exc:  # a crash or a cancel
-            await self._call("leave", joined.instance, agent, f"{type(exc).__name__}: {exc}")
+            reason = f"{type(exc).__name__}: {exc}"
+            await self._ask(self.hub.leave, instance=joined.instance, agent=agent, reason=reason)
             raise
 
     async def _play(
@@ -323,10 +306,17 @@ class TeamAgentLoop(AgentLoopBase):
 
         # 3. meet the teammates (agents in `teammates` are played by the hub's baselines)
         teammates = json.loads(info.get("teammates") or "{}")
-        joined = await self._call(
-            "join", episode, agent, str(info["env_id"]), env_kwargs, int(info["seed"]),
-            self.sharing, teammates, slot,
-        )  # fmt: skip
+        joined = await self._ask(
+            self.hub.join,
+            key=episode,
+            agent=agent,
+            env_id=str(info["env_id"]),
+            env_kwargs=env_kwargs,
+            seed=int(info["seed"]),
+            sharing=self.settings.sharing,
+            teammates=teammates,
+            slot=slot,
+        )
 
         # 4. turns: reply, step the env with the teammates, read the next observation
         result, total, replies = await self._turns(traj, joined, agent, messages, sampling_params)

@@ -19,11 +19,16 @@ import importlib.util
 import math
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from teamgym.adapters.verl.errors import TeamConfigError
+from teamgym.adapters.verl.settings import (
+    AGENT_LOOP_CONFIG,
+    AgentLoopSettings,
+    write_agent_loop_yaml,
+)
 from teamgym.names import AGENT_LOOP_NAME
 
 __all__ = [
@@ -31,6 +36,7 @@ __all__ = [
     "CONFIG_DIR",
     "ENGINE_EXTRAS",
     "TeamConfigError",
+    "agent_loop_entry",
     "agent_loop_settings",
     "check_engine",
     "validate_config",
@@ -38,9 +44,7 @@ __all__ = [
     "write_agent_loop_yaml",
 ]
 
-CONFIG_DIR = Path(__file__).resolve().parent / "config"
-#: The agent-loop registry file to pass as ``actor_rollout_ref.rollout.agent.agent_loop_config_path``.
-AGENT_LOOP_CONFIG = CONFIG_DIR / "agent_loop.yaml"
+CONFIG_DIR = AGENT_LOOP_CONFIG.parent
 SUPPORTED_ESTIMATORS = ("grpo", "team_grpo")
 #: verl rollout backend -> (the module it imports, the teamgym extra that installs it).
 ENGINE_EXTRAS = {
@@ -55,35 +59,21 @@ OmegaConf.register_new_resolver(
 )
 
 
-class TeamConfigError(ValueError):
-    """A VERL configuration that would mis-pair or lose the agents of an episode, or that VERL
-    itself rejects."""
-
-
-def write_agent_loop_yaml(path: str | Path, **settings: Any) -> Path:
-    """Write an agent-loop registry file: our shipped entry with ``settings`` changed (the one
-    way a run, a benchmark or a test makes one); returns ``path``."""
-    entries: Any = OmegaConf.to_container(OmegaConf.load(AGENT_LOOP_CONFIG))
-    entry = dict(entries[0])
-    unknown = set(settings) - set(entry) - {"mask_stop"}
-    if unknown:
-        raise TypeError(f"unknown agent-loop settings {sorted(unknown)}; known: {sorted(entry)}")
-    entry.update(settings)
-    path = Path(path)
-    path.write_text(OmegaConf.to_yaml(OmegaConf.create([entry])))
-    return path
-
-
-def agent_loop_settings(cfg: DictConfig) -> dict[str, Any]:
-    """The ``teamgym_agent`` entry of the configured agent-loop YAML (empty if absent)."""
+def agent_loop_entry(cfg: DictConfig) -> dict[str, Any] | None:
+    """The ``teamgym_agent`` entry of the configured agent-loop YAML, as written (None if there
+    is none)."""
     path = cfg.actor_rollout_ref.rollout.agent.get("agent_loop_config_path")
     if not path:
-        return {}
+        return None
     entries: Any = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    for entry in entries or []:
-        if entry.get("name") == AGENT_LOOP_NAME:
-            return dict(entry)
-    return {}
+    return next((e for e in entries or [] if e.get("name") == AGENT_LOOP_NAME), None)
+
+
+def agent_loop_settings(cfg: DictConfig) -> AgentLoopSettings | None:
+    """The settings of the ``teamgym_agent`` entry of the configured agent-loop YAML (None if
+    there is none); an unknown key raises ``TypeError``."""
+    entry = agent_loop_entry(cfg)
+    return None if entry is None else AgentLoopSettings.from_entry(entry)
 
 
 def _keeps_episodes(rows: int, parts: int, unit: int) -> bool:
@@ -92,11 +82,11 @@ def _keeps_episodes(rows: int, parts: int, unit: int) -> bool:
     return rows % unit == 0 and -(-rows // parts) % unit == 0
 
 
-def _check_batches(cfg: DictConfig, loop: dict[str, Any], unit: int, val_rows: int) -> None:
+def _check_batches(cfg: DictConfig, loop: AgentLoopSettings, unit: int, val_rows: int) -> None:
     """Train and validation batches, and their cut across agent-loop workers, hold whole episodes."""
     rollout = cfg.actor_rollout_ref.rollout
     workers = int(rollout.agent.get("num_workers", 1) or 1)
-    local_hub = loop.get("hub", "local") == "local"
+    local_hub = loop.hub == "local"
     v1 = bool(cfg.trainer.get("use_v1", True))
     batch = int(cfg.data.train_batch_size)
     if batch % unit:
@@ -205,7 +195,7 @@ def validate_config(
         notes.append(
             f"rollout.n={rollout.n}: GRPO needs n >= 2 trajectories per group to learn anything"
         )
-    max_reply = int(loop.get("max_reply_tokens", 256))
+    max_reply = loop.max_reply_tokens
     if max_reply > int(rollout.response_length):
         notes.append(
             f"max_reply_tokens={max_reply} exceeds rollout.response_length={rollout.response_length}: "
@@ -318,11 +308,14 @@ def check_engine(cfg: DictConfig) -> None:
         )
 
 
-def _check_settings(cfg: DictConfig) -> dict[str, Any]:
-    """Settings that lose or split episodes whatever the dataset; returns the loop's entry."""
+def _check_settings(cfg: DictConfig) -> AgentLoopSettings:
+    """Settings that lose or split episodes whatever the dataset; returns the loop's settings."""
     rollout = cfg.actor_rollout_ref.rollout
-    loop = agent_loop_settings(cfg)
-    if not loop:
+    try:
+        loop = agent_loop_settings(cfg)
+    except (TypeError, ValueError) as exc:  # an unknown key, a value out of range
+        raise TeamConfigError(f"the agent-loop YAML: {exc}") from exc
+    if loop is None:
         raise TeamConfigError(
             "actor_rollout_ref.rollout.agent.agent_loop_config_path must point at a YAML with a "
             f"'teamgym_agent' entry, e.g. {AGENT_LOOP_CONFIG}"
@@ -338,7 +331,7 @@ def _check_settings(cfg: DictConfig) -> dict[str, Any]:
             "episodes; set it to false and measure prompts when building the dataset "
             "(`teamgym verl-data --tokenizer MODEL --max-prompt-length N`)"
         )
-    if loop.get("stop") and str(rollout.name) == "sglang":
+    if loop.stop and str(rollout.name) == "sglang":
         raise TeamConfigError(
             "stop strings in the agent-loop YAML need the rollout server to detokenize; VERL's "
             "SGLang server runs with skip_tokenizer_init and has no include_stop_str_in_output: "

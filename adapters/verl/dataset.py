@@ -6,7 +6,8 @@ the env id, env kwargs (JSON), seed, agent, episode key and the teammates played
 policies (JSON; their agents get no row, the episode hub plays them). Rows of one episode are adjacent
 and episodes are shuffled as units, so run VERL with ``data.shuffle=False`` (checked by
 :func:`teamgym.adapters.verl.config.validate_config`). Train and validation seeds come from
-disjoint ranges: train below ``EVAL_SEED_BASE``, validation from it upwards.
+disjoint ranges: train below ``EVAL_SEED_BASE``, validation from it upwards
+(:func:`teamgym.envs.seeds.dataset_seeds`).
 
 With ``tokenizer`` (the model's, a path or a Hub name), every prompt is measured as VERL's agent
 loop renders it (chat template with the generation prompt) and a dataset with a prompt over
@@ -24,10 +25,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from teamgym.envs.lineup import check_teammates
 from teamgym.envs.registration import make
-from teamgym.names import AGENT_LOOP_NAME, EVAL_SEED_BASE
+from teamgym.envs.seeds import dataset_seeds
+from teamgym.names import AGENT_LOOP_NAME
 
 __all__ = [
     "DatasetManifest",
@@ -96,11 +97,7 @@ def episode_rows(
     env = make(env_id, **{**env_kwargs, "obs_mode": "text"})
     kwargs_json = json.dumps(env_kwargs, sort_keys=True)
     teammates = dict(teammates or {})
-    unknown = sorted(set(teammates) - set(env.possible_agents))
-    if unknown or len(teammates) >= len(env.possible_agents):
-        raise ValueError(
-            f"teammates must be some (not all) of {env.possible_agents}, got {sorted(teammates)}"
-        )
+    check_teammates(teammates, env.possible_agents)
     teammates_json = json.dumps(teammates, sort_keys=True)
     rows, index = [], start_index
     for seed in seeds:
@@ -172,11 +169,7 @@ def build_dataset(
         raise ValueError("train_episodes must be >= 1 and val_episodes >= 0")
     env_kwargs = dict(env_kwargs or {})
     env_kwargs.pop("obs_mode", None)
-    rng = np.random.default_rng(seed)
-    train_seeds = rng.choice(EVAL_SEED_BASE, size=train_episodes, replace=False).tolist()
-    val_seeds = (
-        EVAL_SEED_BASE + rng.choice(EVAL_SEED_BASE, size=val_episodes, replace=False)
-    ).tolist()
+    train_seeds, val_seeds = dataset_seeds(seed, train_episodes, val_episodes)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     train = episode_rows(env_id, env_kwargs, train_seeds, "train", teammates=teammates)

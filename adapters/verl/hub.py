@@ -29,12 +29,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from teamgym.adapters.verl.settings import AgentLoopSettings
+from teamgym.envs.lineup import Lineup, check_teammates
 from teamgym.envs.metrics import EpisodeTracker
 from teamgym.envs.registration import make
 from teamgym.envs.sharing import RewardSharing
 from teamgym.envs.wrappers import SharedReward
 
 __all__ = ["EpisodeHub", "JoinResult", "StepResult", "get_ray_hub"]
+
+_DEFAULT = AgentLoopSettings()
+"""Where the timeouts' defaults come from: the agent loop's settings own them."""
 
 
 @dataclass(frozen=True)
@@ -101,8 +106,8 @@ class EpisodeHub:
 
     def __init__(
         self,
-        join_timeout: float = 60.0,
-        turn_timeout: float = 600.0,
+        join_timeout: float = _DEFAULT.join_timeout,
+        turn_timeout: float = _DEFAULT.turn_timeout,
         env_factory: Callable[..., Any] | None = None,
     ) -> None:
         self.join_timeout = join_timeout
@@ -116,20 +121,24 @@ class EpisodeHub:
     # ------------------------------------------------------------------ API
     async def join(
         self,
+        *,
         key: str,
         agent: str,
         env_id: str,
         env_kwargs: dict[str, Any],
         seed: int,
-        sharing: dict[str, Any] | None = None,
+        sharing: RewardSharing | None = None,
         teammates: dict[str, str] | None = None,
         slot: int | None = None,
     ) -> JoinResult:
         """Join an instance of episode ``key`` as ``agent``; returns when the instance starts.
-        ``teammates`` maps agents played by a baseline policy (e.g. ``{"robot_0": "expert"}``)
-        to its name: the hub answers for them, no dataset row does. ``slot`` (the copy number of
-        the row, when the caller knows it) pairs the k-th copies of each agent together whatever
-        order they arrive in, so instance ids and pairings are reproducible."""
+        Keyword arguments only (they cross a Ray actor boundary by name). A new instance builds
+        ``env_id`` with ``env_kwargs``, rewards mixed by ``sharing`` (``RewardSharing()`` when
+        None), reset with ``seed``. ``teammates`` maps agents played by a baseline policy (e.g.
+        ``{"robot_0": "expert"}``) to its name: the hub answers for them, no dataset row does.
+        ``slot`` (the copy number of the row, when the caller knows it) pairs the k-th copies of
+        each agent together whatever order they arrive in, so instance ids and pairings are
+        reproducible."""
         inst = None
         if slot is not None:
             inst = self._slotted.get((key, slot))
@@ -142,7 +151,7 @@ class EpisodeHub:
             )
         if inst is None:
             env = SharedReward(
-                self.env_factory(env_id, dict(env_kwargs)), RewardSharing(**(sharing or {}))
+                self.env_factory(env_id, dict(env_kwargs)), sharing or RewardSharing()
             )
             if agent not in env.possible_agents:
                 raise ValueError(
@@ -185,21 +194,12 @@ class EpisodeHub:
     def _teammates(
         env_id: str, env: Any, seed: int, names: dict[str, str], joining: str
     ) -> dict[str, Any]:
-        from teamgym.envs.baselines import make_baseline
-
-        unknown = sorted(set(names) - set(env.possible_agents))
-        if unknown or joining in names:
-            raise ValueError(
-                f"teammates {sorted(names)} must be agents of {env_id} other than the joining {joining}"
-            )
-        policies = {}
-        for agent, name in sorted(names.items()):
-            policy = make_baseline(env_id, name, seed=seed)
-            if hasattr(policy, "bind"):
-                policy.bind(env)
-            policy.reset(seed)
-            policies[agent] = policy
-        return policies
+        """The scripted teammates ``names`` of a new instance (never the ``joining`` agent),
+        each its own policy, seeded by the training rule of
+        :class:`~teamgym.envs.lineup.Lineup` (every one with the episode seed)."""
+        check_teammates(names, env.possible_agents, keep=(joining,))
+        lineup = Lineup.build(env_id, dict(sorted(names.items())), seed=seed, first_slot=None)
+        return lineup.start(env, seed).policies
 
     async def submit(self, instance: str, agent: str, reply: str) -> StepResult:
         """Give ``agent``'s reply for this turn; returns once the env stepped."""
@@ -315,7 +315,9 @@ _LOCAL_HUB: EpisodeHub | None = None
 with their episodes, so it holds nothing between batches)."""
 
 
-def local_hub(join_timeout: float = 60.0, turn_timeout: float = 600.0) -> EpisodeHub:
+def local_hub(
+    join_timeout: float = _DEFAULT.join_timeout, turn_timeout: float = _DEFAULT.turn_timeout
+) -> EpisodeHub:
     """The process-wide in-process hub (created on first use; the timeouts are the run's)."""
     global _LOCAL_HUB
     if _LOCAL_HUB is None:
@@ -330,7 +332,9 @@ the life of the process (the actor lives while a handle does)."""
 
 
 def get_ray_hub(
-    name: str = "teamgym_episode_hub", join_timeout: float = 60.0, turn_timeout: float = 600.0
+    name: str = "teamgym_episode_hub",
+    join_timeout: float = _DEFAULT.join_timeout,
+    turn_timeout: float = _DEFAULT.turn_timeout,
 ) -> Any:
     """The job's named Ray actor running an :class:`EpisodeHub` (created on first use), for
     episodes whose rows land on different agent-loop workers. The handle is kept for the life of

@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from teamgym.adapters.verl.config import TeamConfigError
+from teamgym.adapters.verl.errors import TeamConfigError
 
 __all__ = ["CPUS_PER_GPU_BUNDLE", "check_resources", "cluster_nodes"]
 

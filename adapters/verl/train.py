@@ -13,11 +13,10 @@ Ray's ``worker_process_setup_hook``, and calls VERL's ``main_ppo``. Stock ``verl
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -25,16 +24,18 @@ from teamgym.adapters.verl.config import (
     AGENT_LOOP_CONFIG,
     CONFIG_DIR,
     TeamConfigError,
-    agent_loop_settings,
+    agent_loop_entry,
     check_engine,
     validate_config,
     verl_validate,
 )
 from teamgym.adapters.verl.resources import cluster_nodes
+from teamgym.adapters.verl.settings import LOOP_TARGET, AgentLoopSettings
 
 __all__ = ["AGENT_LOOP_ENV", "compose_config", "main", "setup_worker"]
 
-#: Environment variable carrying the ``teamgym_agent`` registry entry (JSON) to Ray workers.
+#: Environment variable carrying the ``teamgym_agent`` registry entry to Ray workers
+#: (:meth:`AgentLoopSettings.to_json`, read back with :meth:`AgentLoopSettings.from_json`).
 AGENT_LOOP_ENV = "TEAMGYM_AGENT_LOOP"
 
 
@@ -44,12 +45,13 @@ def setup_worker() -> None:
     import teamgym.adapters.verl.advantage
     import teamgym.adapters.verl.agent_loop  # noqa: F401  (registers teamgym_agent)
 
-    entry = os.environ.get(AGENT_LOOP_ENV)
-    if entry:
+    shipped = os.environ.get(AGENT_LOOP_ENV)
+    if shipped:
         from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
 
-        settings = json.loads(entry)
-        _agent_loop_registry[settings["name"]] = OmegaConf.create(settings)
+        settings, target = AgentLoopSettings.from_json(shipped)
+        entry: Any = OmegaConf.create(settings.entry(target))
+        _agent_loop_registry[entry.name] = entry  # a node, as VERL's own YAML loading stores
 
 
 def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
@@ -64,14 +66,16 @@ def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
 def runtime_config(cfg: DictConfig) -> DictConfig:
     """The config ``main_ppo`` gets: resolved, without our section, the agent-loop entry and the
     file-logger path in the job's ``runtime_env`` (they reach every worker on every node)."""
-    loop = agent_loop_settings(cfg)
+    loop = agent_loop_entry(cfg)
     cfg = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(cfg, resolve=True)))
     OmegaConf.set_struct(cfg, False)
     cfg.pop("teamgym")
     runtime_env = cfg.ray_kwargs.ray_init.runtime_env
     if runtime_env.get("env_vars") is None:
         runtime_env.env_vars = {}
-    runtime_env.env_vars[AGENT_LOOP_ENV] = json.dumps(loop)
+    if loop is not None:  # checked, with the loop class the user's YAML names
+        target = str(loop.get("_target_", LOOP_TARGET))
+        runtime_env.env_vars[AGENT_LOOP_ENV] = AgentLoopSettings.from_entry(loop).to_json(target)
     if os.environ.get("VERL_FILE_LOGGER_PATH"):
         path = os.path.abspath(os.environ["VERL_FILE_LOGGER_PATH"])
         runtime_env.env_vars["VERL_FILE_LOGGER_PATH"] = path

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from teamgym.names import CHECKPOINT_PREFIX
@@ -135,12 +134,10 @@ def warmup_teachers(args: argparse.Namespace) -> dict[str, str]:
 
 def _agent_baselines(items: Sequence[str], flag: str) -> dict[str, str]:
     """``AGENT=BASELINE`` pairs of ``flag``, checkpoint paths made absolute."""
-    out = parse_pairs(items, flag, metavar="AGENT=BASELINE")
-    for agent, name in out.items():
-        if name.startswith(CHECKPOINT_PREFIX):
-            path = Path(name.removeprefix(CHECKPOINT_PREFIX)).resolve()
-            out[agent] = f"{CHECKPOINT_PREFIX}{path}"
-    return out
+    from teamgym.envs.lineup import resolve_spec
+
+    pairs = parse_pairs(items, flag, metavar="AGENT=BASELINE")
+    return {agent: resolve_spec(name) for agent, name in pairs.items()}
 
 
 def check_env(env_id: str, kwargs: Mapping[str, Any] | None = None) -> None:
@@ -192,7 +189,9 @@ def check_teammates(env_id: str, kwargs: Mapping[str, Any], names: Mapping[str, 
 
 
 def check_warmup_teachers(settings: Any) -> None:
-    """Refuse ``--warmup-teacher`` for an agent the env lacks or a ``--teammate`` plays."""
+    """Refuse ``--warmup-teacher`` for an agent the env lacks or a ``--teammate`` plays: the
+    command-line face of the one rule, :func:`teamgym.adapters.cpu.args.check_warmup_teachers`
+    (this builds the env for its agents and makes a refusal a usage error)."""
     from teamgym.adapters.cpu.args import check_warmup_teachers as check
     from teamgym.envs import make
 

@@ -51,14 +51,15 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace, console: Console) -> int:
     """Play one episode; print its metrics (or that it was left unfinished)."""
     from teamgym.envs import EpisodeTracker, make, spec
-    from teamgym.envs.baselines import make_baseline
+    from teamgym.envs.lineup import Lineup
 
     with bad_input(KeyError, TypeError, ValueError):
         env = make(args.env, **env_kwargs(args))
         baseline = args.teammates or (
             "expert" if "expert" in spec(args.env).baselines else "random"
         )
-        policy = make_baseline(args.env, baseline, args.seed)
+        seats = dict.fromkeys(env.possible_agents, baseline)  # one policy, slot 0
+        policy = Lineup.build(args.env, seats, seed=args.seed, share=True)
     if getattr(env.unwrapped, "obs_mode", "text") != "text":
         raise CommandError("play needs text observations; drop --env-arg obs_mode=...")
     me = args.agent or env.possible_agents[0]
@@ -68,9 +69,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         )
 
     obs, infos = env.reset(seed=args.seed)
-    if hasattr(policy, "bind"):  # privileged baselines read the true state
-        policy.bind(env)
-    policy.reset(args.seed * 1000)
+    policy.start(env, args.seed)
     others = [a for a in env.possible_agents if a != me]
     say = functools.partial(console.print, markup=False, highlight=False, soft_wrap=True)
     console.print(

@@ -11,7 +11,8 @@ pytest.importorskip("verl")
 
 from teamgym.adapters.agents.checkpoint import CheckpointPolicy
 from teamgym.envs import RewardSharing, SharedReward, make
-from teamgym.envs.baselines import make_baseline, run_episode
+from teamgym.envs.baselines import make_baseline
+from teamgym.envs.lineup import run_episode
 
 KW = {"speaker": "fixed", "num_rounds": 2, "num_candidates": 3}
 

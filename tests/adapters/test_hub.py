@@ -9,12 +9,20 @@ import pytest
 pytest.importorskip("verl")
 
 from teamgym.adapters.verl.hub import EpisodeHub
+from teamgym.envs.sharing import RewardSharing
 
 KW = {"num_rounds": 1}
 
 
+def _seat(agent: str) -> dict:
+    """``join``'s keyword arguments for ``agent`` in episode ``ep``, seed 1."""
+    return {"key": "ep", "agent": agent, "env_id": "signal-v0", "env_kwargs": KW, "seed": 1}
+
+
 async def _play(hub: EpisodeHub, key: str, agent: str, replies: list[str], seed: int = 5):
-    joined = await hub.join(key, agent, "signal-v0", KW, seed, {"weight": 0.7})
+    joined = await hub.join(
+        key=key, agent=agent, env_id="signal-v0", env_kwargs=KW, seed=seed, sharing=RewardSharing()
+    )
     results = []
     for reply in replies:
         result = await hub.submit(joined.instance, agent, reply)
@@ -49,7 +57,8 @@ def test_slots_pair_the_kth_copies_whatever_the_arrival_order() -> None:
     async def main(order):
         hub = EpisodeHub(join_timeout=5)
         joins = [
-            hub.join("ep", agent, "signal-v0", KW, 5, None, None, slot) for agent, slot in order
+            hub.join(key="ep", agent=agent, env_id="signal-v0", env_kwargs=KW, seed=5, slot=slot)
+            for agent, slot in order
         ]
         return await asyncio.gather(*joins)
 
@@ -79,7 +88,7 @@ def test_a_crashed_loop_ends_the_episode_for_its_teammates() -> None:
         hub = EpisodeHub(join_timeout=5)
 
         async def crashing():
-            joined = await hub.join("ep", "robot_0", "signal-v0", KW, 1, None)
+            joined = await hub.join(**_seat("robot_0"))
             await hub.leave(joined.instance, "robot_0", "RuntimeError: server died")
 
         _, (_joined, results) = await asyncio.wait_for(
@@ -98,7 +107,7 @@ def test_a_stalled_turn_times_out() -> None:
         hub = EpisodeHub(join_timeout=5, turn_timeout=0.3)
 
         async def stalled():
-            await hub.join("ep", "robot_0", "signal-v0", KW, 1, None)
+            await hub.join(**_seat("robot_0"))
             await asyncio.sleep(3)  # never submits
 
         task = asyncio.create_task(stalled())
@@ -116,7 +125,7 @@ def test_a_stalled_turn_times_out() -> None:
 
 def test_unknown_agent_is_refused() -> None:
     async def main():
-        await EpisodeHub().join("ep", "robot_7", "signal-v0", KW, 1, None)
+        await EpisodeHub().join(**_seat("robot_7"))
 
     with pytest.raises(ValueError, match="robot_7.*not in signal-v0"):
         asyncio.run(main())
@@ -128,7 +137,7 @@ def test_a_loop_cancelled_while_joining_leaves_nothing_behind() -> None:
 
     async def main():
         hub = EpisodeHub(join_timeout=5)
-        alone = asyncio.create_task(hub.join("ep", "robot_0", "signal-v0", KW, 1, None))
+        alone = asyncio.create_task(hub.join(**_seat("robot_0")))
         await asyncio.sleep(0.05)
         before = hub.live_instances()
         alone.cancel()

@@ -433,7 +433,7 @@ def test_mean_intervals_use_students_t() -> None:
 
 def test_one_failing_agent_cancels_its_teammates_requests() -> None:
     from teamgym.adapters.agents import AgentError
-    from teamgym.benchmarks.runner import _ask_all
+    from teamgym.benchmarks.episodes import _ask_all
 
     cancelled = []
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from teamgym.envs.baselines import RandomPolicy, run_episode
+from teamgym.envs.baselines import RandomPolicy
 from teamgym.envs.foraging import ForagingEnv
 from teamgym.envs.foraging.baselines import ForagingExpert
 from teamgym.envs.foraging.env import DIFFICULTIES
+from teamgym.envs.lineup import run_episode
 
 LBF_ACTIONS = {"wait": 0, "north": 1, "south": 2, "west": 3, "east": 4, "load": 5}
 

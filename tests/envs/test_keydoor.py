@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from teamgym.envs.baselines import RandomPolicy, run_episode
+from teamgym.envs.baselines import RandomPolicy
 from teamgym.envs.keydoor import KeyDoorEnv
 from teamgym.envs.keydoor.baselines import KeyDoorExpert
 from teamgym.envs.keydoor.env import DIFFICULTIES
+from teamgym.envs.lineup import run_episode
 
 
 def _step(env, moves: dict[str, str]):

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from teamgym.envs import RewardSharing, SharedReward
-from teamgym.envs.baselines import RandomPolicy, run_episode
+from teamgym.envs.baselines import RandomPolicy
+from teamgym.envs.lineup import run_episode
 from teamgym.envs.publicgoods import PublicGoodsEnv
 from teamgym.envs.publicgoods.baselines import Contributor, FreeRider
 from teamgym.envs.publicgoods.env import DIFFICULTIES

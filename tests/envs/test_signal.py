@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from teamgym.envs import make
-from teamgym.envs.baselines import RandomPolicy, make_baseline, run_episode
+from teamgym.envs.baselines import RandomPolicy, make_baseline
+from teamgym.envs.lineup import run_episode
 from teamgym.envs.signal import SignalEnv
 
 

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from pettingzoo.test import parallel_api_test, parallel_seed_test
 
 from teamgym.envs import make
-from teamgym.envs.baselines import make_baseline, run_episode
+from teamgym.envs.baselines import make_baseline
+from teamgym.envs.lineup import run_episode
 from teamgym.envs.thor_assembly.planning import parse_plan, plan_balance
 from teamgym.envs.thor_assembly.recipes import load_recipes
 

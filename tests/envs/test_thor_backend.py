@@ -12,7 +12,8 @@ import pytest
 pytest.importorskip("ai2thor")
 
 from teamgym.envs import make
-from teamgym.envs.baselines import make_baseline, run_episode
+from teamgym.envs.baselines import make_baseline
+from teamgym.envs.lineup import run_episode
 from teamgym.envs.thor_assembly.stand_in_unity import write_launcher
 from teamgym.envs.thor_assembly.thor_backend import (
     THOR_COMMIT,

@@ -1,0 +1,203 @@
+"""The agent loop's settings: one frozen type, from the YAML VERL reads to the hub's reward rule.
+
+:class:`AgentLoopSettings` owns every setting of ``TeamAgentLoop`` and its defaults (the
+reward-sharing weight's is :class:`~teamgym.envs.sharing.RewardSharing`'s own). Everything
+else is made from it:
+
+* the shipped ``config/agent_loop.yaml`` is :func:`render_yaml` of the defaults (a test checks
+  the file equals the rendering; ``python -m teamgym.adapters.verl.settings`` rewrites it);
+* :func:`write_agent_loop_yaml` writes a run's file, :meth:`AgentLoopSettings.from_entry`
+  reads one back, and the GPU path ships the same :meth:`~AgentLoopSettings.entry` to Ray
+  workers as JSON: one dict form, read and written by one pair of methods;
+* the loop receives the YAML keys as keyword arguments (VERL's ``hydra.utils.instantiate``)
+  and hands ``sharing`` to the hub as a :class:`RewardSharing`, by keyword.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import itertools
+import json
+import textwrap
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from omegaconf import DictConfig, OmegaConf
+
+from teamgym.envs.sharing import RewardSharing
+from teamgym.names import AGENT_LOOP_NAME
+
+__all__ = [
+    "AGENT_LOOP_CONFIG",
+    "LOOP_TARGET",
+    "AgentLoopSettings",
+    "render_yaml",
+    "write_agent_loop_yaml",
+]
+
+#: The shipped agent-loop registry file (``actor_rollout_ref.rollout.agent.agent_loop_config_path``).
+AGENT_LOOP_CONFIG = Path(__file__).resolve().parent / "config" / "agent_loop.yaml"
+#: What VERL instantiates for our registry entry (a string: importing it here would load verl).
+LOOP_TARGET = "teamgym.adapters.verl.agent_loop.TeamAgentLoop"
+#: How the dict form's scalars are read (a hand-written file may say 60 for 60.0, or 0 for false).
+_CASTS = {"max_reply_tokens": int, "join_timeout": float, "turn_timeout": float, "mask_stop": bool}
+#: Keys of a registry entry that are VERL's and Hydra's, not settings of ours.
+_ENTRY_KEYS = {
+    "name": "the dataset rows' agent_name",
+    "_target_": "the loop class VERL instantiates",
+    "_recursive_": "VERL builds a loop per trajectory: skip Hydra's walk over its arguments",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentLoopSettings:
+    """Settings of ``TeamAgentLoop``: the keys of its agent-loop YAML entry, checked and typed.
+
+    >>> s = AgentLoopSettings.from_dict({"sharing": {"weight": 0.25}, "stop": ["</action>"]})
+    >>> s.sharing.weight, s.stop, s.hub
+    (0.25, ('</action>',), 'local')
+    >>> AgentLoopSettings.from_dict(s.to_dict()) == s
+    True
+    """
+
+    sharing: RewardSharing = dataclasses.field(default_factory=RewardSharing)
+    """How the hub mixes individual rewards into each agent's (RewardSharing fields)."""
+    max_reply_tokens: int = 256
+    """Cap on one turn's reply (the trajectory's cap is rollout.response_length)."""
+    hub: Literal["local", "ray"] = "local"
+    """Where episodes meet: local keeps them in one worker, ray spans workers (a named actor)."""
+    join_timeout: float = 60.0
+    """Seconds an episode waits for all its agents before starting without them."""
+    turn_timeout: float = 600.0
+    """Seconds a turn waits for the slowest agent before ending the episode."""
+    forced_moves: Literal["model", "auto"] = "model"
+    """auto: a turn with one valid action is played without the model (response_mask 0)."""
+    stop: tuple[str, ...] = ()
+    """Stop strings, e.g. ["</action>"]: a reply ends with its command (vLLM stop, kept in the output)."""
+    mask_stop: bool = True
+    """The tokens that spell a stop string get response_mask 0: context, not trained."""
+
+    def __post_init__(self) -> None:
+        if self.hub not in ("local", "ray"):
+            raise ValueError(f"hub must be 'local' or 'ray', got {self.hub!r}")
+        if self.forced_moves not in ("model", "auto"):
+            raise ValueError(f"forced_moves must be 'model' or 'auto', got {self.forced_moves!r}")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AgentLoopSettings:
+        """Settings from their dict form (a YAML entry's keys, JSON, Hydra nodes); missing keys
+        take their defaults, an unknown key raises ``TypeError`` listing the known ones."""
+        if isinstance(data, DictConfig):  # `_recursive_: false` hands nodes over as they are
+            data = OmegaConf.to_container(data, resolve=True)  # type: ignore[assignment]
+        known = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise TypeError(f"unknown agent-loop settings {unknown}; known: {sorted(known)}")
+        values = dict(data)
+        if values.get("sharing") is None:
+            values.pop("sharing", None)
+        elif not isinstance(values["sharing"], RewardSharing):
+            values["sharing"] = RewardSharing(**_plain(values["sharing"]))
+        for name in set(values) & set(_CASTS):
+            values[name] = _CASTS[name](values[name])
+        if "stop" in values:
+            values["stop"] = tuple(str(s) for s in (_plain(values["stop"]) or []) if s)
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dict form (JSON- and YAML-ready): what :meth:`from_dict` reads."""
+        out = dataclasses.asdict(self)
+        out["stop"] = list(self.stop)
+        return out
+
+    @classmethod
+    def from_entry(cls, entry: Mapping[str, Any]) -> AgentLoopSettings:
+        """Settings from a whole registry entry (VERL's and Hydra's keys left out)."""
+        return cls.from_dict({k: v for k, v in entry.items() if k not in _ENTRY_KEYS})
+
+    def entry(self, target: str = LOOP_TARGET) -> dict[str, Any]:
+        """Our agent-loop registry entry with these settings: one item of the YAML file, and
+        what the GPU path ships to Ray workers as JSON. ``target``: the loop class VERL
+        instantiates (a user's subclass of ``TeamAgentLoop`` named in their YAML)."""
+        return {
+            "name": AGENT_LOOP_NAME,
+            "_target_": target,
+            "_recursive_": False,
+            **self.to_dict(),
+        }
+
+    def to_json(self, target: str = LOOP_TARGET) -> str:
+        """:meth:`entry` as JSON (the environment variable of the GPU path)."""
+        return json.dumps(self.entry(target))
+
+    @classmethod
+    def from_json(cls, text: str) -> tuple[AgentLoopSettings, str]:
+        """The inverse of :meth:`to_json`: (settings, loop class)."""
+        entry = json.loads(text)
+        return cls.from_entry(entry), str(entry.get("_target_", LOOP_TARGET))
+
+
+def render_yaml(settings: AgentLoopSettings | None = None) -> str:
+    """The agent-loop registry file for ``settings`` (the defaults: the shipped file), each key
+    commented with its field's docstring."""
+    settings = settings or AgentLoopSettings()
+    notes = {**_ENTRY_KEYS, **_field_notes(AgentLoopSettings)}
+    shared = _field_notes(RewardSharing)
+    lines = [
+        "# VERL agent-loop registry entry for teamgym (actor_rollout_ref.rollout.agent.agent_loop_config_path).",
+        "# Generated from teamgym.adapters.verl.settings.AgentLoopSettings: edit the class, then run",
+        "# `python -m teamgym.adapters.verl.settings`. Keys besides name/_target_/_recursive_ are",
+        "# passed to TeamAgentLoop as keyword arguments.",
+    ]
+    for line in OmegaConf.to_yaml([settings.entry()]).splitlines():
+        depth = len(line) - len(line.lstrip(" -"))  # 2: a key of the entry, 4: of sharing
+        key = line.lstrip(" -").split(":", 1)[0]
+        note = {2: notes, 4: shared}.get(depth, {}).get(key)
+        lines.append(f"{line:<28}  # {note}" if note else line)
+    return "\n".join(lines) + "\n"
+
+
+def write_agent_loop_yaml(
+    path: str | Path, settings: AgentLoopSettings | None = None, **changes: Any
+) -> Path:
+    """Write an agent-loop registry file for ``settings`` (the defaults by default) with
+    ``changes`` (dict forms, e.g. ``sharing={"weight": 0.5}``) applied; returns ``path``. The
+    one way a run, a benchmark or a test makes one."""
+    base = (settings or AgentLoopSettings()).to_dict()
+    unknown = set(changes) - set(base)
+    if unknown:
+        raise TypeError(f"unknown agent-loop settings {sorted(unknown)}; known: {sorted(base)}")
+    final = AgentLoopSettings.from_dict({**base, **changes})
+    path = Path(path)
+    path.write_text(render_yaml(final))
+    return path
+
+
+def _plain(value: Any) -> Any:
+    """Hydra nodes as plain containers (anything else as it is)."""
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
+def _field_notes(cls: type) -> dict[str, str]:
+    """The docstring under each field of ``cls`` (Python keeps no field
+    docstrings at run time, so they are read from the source)."""
+    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body  # type: ignore[attr-defined]
+    notes = {}
+    for node, doc in itertools.pairwise(body):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(doc, ast.Expr)
+            and isinstance(doc.value, ast.Constant)
+            and isinstance(doc.value.value, str)
+        ):
+            notes[node.target.id] = " ".join(doc.value.value.replace("``", "").split())
+    return notes
+
+
+if __name__ == "__main__":
+    AGENT_LOOP_CONFIG.write_text(render_yaml())
+    print(f"wrote {AGENT_LOOP_CONFIG}")

@@ -18,6 +18,7 @@ training episodes     :func:`train_seeds` (CPU trainer, drawn per step), :func:`
                       (VERL dataset's train split)
 evaluation episodes   :func:`eval_seeds`: evaluation set ``s`` is ``EVAL_SEED_BASE + s * 100_000
                       + k``; :func:`dataset_seeds`' validation split
+repeated runs         :func:`run_seeds`: a learning stage run on several seeds (``sharing``)
 update step           :func:`update_seed`: the GRPO update of step ``t``
 scripted policies     :func:`policy_seed`: what each teammate resets with (see its rules)
 ====================  ==========================================================================
@@ -39,6 +40,7 @@ __all__ = [
     "episode_seeds",
     "eval_seeds",
     "policy_seed",
+    "run_seeds",
     "train_seeds",
     "update_seed",
     "warmup_seeds",
@@ -90,6 +92,11 @@ def dataset_seeds(seed: int, train: int, val: int) -> tuple[list[int], list[int]
     train_part = rng.choice(EVAL_SEED_BASE, size=train, replace=False).tolist()
     val_part = (EVAL_SEED_BASE + rng.choice(EVAL_SEED_BASE, size=val, replace=False)).tolist()
     return train_part, val_part
+
+
+def run_seeds(first: int, runs: int = 3) -> tuple[int, ...]:
+    """The seeds of ``runs`` repeated runs of one stage: ``first``, ``first + 1``, ..."""
+    return tuple(range(first, first + runs))
 
 
 def update_seed(run_seed: int, step: int) -> int:

@@ -88,10 +88,7 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
             record = step_record(args, step, out, losses, state.lr, time.perf_counter() - start)
             record["cpu_seconds"] = time.process_time() - cpu_start  # all threads: ~ cores x wall
             if args.eval_every and (step % args.eval_every == 0 or step == args.steps):
-                held_out = evaluate_metrics(
-                    learner.policy, tokenizer, args, args.eval_episodes, seed=HELD_OUT_SET
-                )
-                record |= {f"eval_{key}": value for key, value in held_out.items()}
+                record |= _held_out(learner, tokenizer, args)
             if event := guard(args, state, record, learner, run):
                 record["guard"] = event
             run.finish_step(record, learner, state, rng)
@@ -100,10 +97,25 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
             description = f"GRPO success {record['success']:.2f} KL {record['kl']:.3f}"
             bar.update(task, advance=1, description=description)
 
-    plot_curve(history, run.path / "curve.png", args)
-    learner.policy.save_pretrained(run.path / "policy", safe_serialization=True)  # checkpoint:DIR
-    tokenizer.save_pretrained(run.path / "policy")
+    _finish(history, run.path, args, learner, tokenizer)
     return history
+
+
+def _held_out(learner: Any, tokenizer: Any, args: TrainArgs) -> dict[str, Any]:
+    """The greedy policy's metrics on the held-out evaluation set, as ``eval_*`` record keys."""
+    metrics = evaluate_metrics(
+        learner.policy, tokenizer, args, args.eval_episodes, seed=HELD_OUT_SET
+    )
+    return {f"eval_{key}": value for key, value in metrics.items()}
+
+
+def _finish(
+    history: list[dict[str, Any]], path: Path, args: TrainArgs, learner: Any, tokenizer: Any
+) -> None:
+    """The curve, and the final policy where ``checkpoint:DIR`` finds it (``path/policy``)."""
+    plot_curve(history, path / "curve.png", args)
+    learner.policy.save_pretrained(path / "policy", safe_serialization=True)
+    tokenizer.save_pretrained(path / "policy")
 
 
 def step_record(

@@ -81,7 +81,7 @@ def _run_stage(args: argparse.Namespace, out: str, console: Console) -> int:
 
 def _run_sharing(args: argparse.Namespace, out: str, console: Console) -> int:
     """The sharing stage on seeds SEED, SEED+1, SEED+2; print its table."""
-    from teamgym.benchmarks.learn_sharing import DESCRIPTION, run_sharing
+    from teamgym.benchmarks.learn.sharing import DESCRIPTION, run_sharing
 
     seeds = (args.seed, args.seed + 1, args.seed + 2)
     summary = run_sharing(out, seeds=seeds, steps=args.steps, progress=not args.quiet)
@@ -100,7 +100,7 @@ def _run_sharing(args: argparse.Namespace, out: str, console: Console) -> int:
 def _run_team(args: argparse.Namespace, out: str, console: Console) -> int:
     """The team curriculum (two phases); print each phase's held-out figures and the messages
     the final speaker sends for each target."""
-    from teamgym.benchmarks.learn_team import DESCRIPTION, run_team
+    from teamgym.benchmarks.learn.team import DESCRIPTION, run_team
 
     summary = run_team(out, seed=args.seed, steps=args.steps, progress=not args.quiet)
     console.print(f"learn-bench team: {DESCRIPTION}")

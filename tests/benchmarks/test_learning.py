@@ -29,7 +29,7 @@ from teamgym.benchmarks.learn import (
 
 @pytest.mark.slow
 def test_shared_reward_teaches_contributing(tmp_path) -> None:
-    from teamgym.benchmarks.learn_sharing import SETTINGS, run_sharing
+    from teamgym.benchmarks.learn.sharing import SETTINGS, run_sharing
 
     summary = run_sharing(tmp_path, seeds=(0,), runs=(("w1", 1.0, "grpo"),), progress=False)
     n = 2 * SETTINGS.eval_episodes  # both agents' choices on the held-out seeds
@@ -64,7 +64,7 @@ def test_sharing_stage_smoke(tmp_path, monkeypatch) -> None:
     run, one run per (weight, estimator), held-out contribution in the summary and a plot."""
     from dataclasses import replace
 
-    from teamgym.benchmarks import learn_sharing
+    from teamgym.benchmarks.learn import sharing as learn_sharing
 
     monkeypatch.setattr(
         learn_sharing,
@@ -102,7 +102,7 @@ def test_team_curriculum_smoke(tmp_path, monkeypatch) -> None:
     refused."""
     from dataclasses import replace
 
-    from teamgym.benchmarks import learn_team
+    from teamgym.benchmarks.learn import team as learn_team
 
     tiny = {"episodes_per_step": 2, "group_size": 2, "warmup_steps": 2, "eval_episodes": 4}
     monkeypatch.setattr(learn_team, "FIRST", replace(learn_team.FIRST, **tiny))
@@ -176,7 +176,7 @@ def test_speaker_words_read_what_the_listener_hears(monkeypatch) -> None:
     arrives and every speaker action is legal. The tail after ``</action>`` would, uncut,
     replace the message and the action."""
     from teamgym.adapters.agents import chat
-    from teamgym.benchmarks import learn_team
+    from teamgym.benchmarks.learn import team as learn_team
     from teamgym.envs.signal.baselines import SignalExpert
 
     expert = SignalExpert()

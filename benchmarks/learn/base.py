@@ -1,11 +1,5 @@
-"""Learning benchmarks: the CPU GRPO trainer on fixed presets that must learn to collaborate.
-
-A stage builds its local model (no download), runs the format warm-up and GRPO through
-``teamgym.adapters.cpu.trainer.train``, and summarises the run against its target: held-out
-success before and after, the first evaluation at or above the target and the training time it
-took (model build, warm-up and update steps; evaluations excluded, they only measure). A stage
-killed half-way continues from its checkpoint when run again with the same ``out``.
-"""
+"""What every learning stage shares: the stage type, the models and trainer settings the stages
+start from, building a stage's model, and the summary of a run against its target."""
 
 from __future__ import annotations
 
@@ -13,7 +7,7 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +19,15 @@ from teamgym.adapters.cpu.args import (
 )
 
 __all__ = [
-    "ALL_STAGES",
-    "STAGES",
+    "BENCHMARK",
+    "LEARNER",
+    "LISTENER",
+    "LISTENER_MODEL",
+    "SIGNAL_NAMES",
     "Stage",
     "build_stage_model",
-    "markdown_table",
-    "run_all",
-    "run_stage",
+    "machine",
     "summarize",
-    "summary_rows",
     "two_proportion_z",
 ]
 
@@ -109,33 +103,6 @@ LISTENER = replace(
 #: The model of the listener stage: one layer of 128, attending to the last 32 tokens.
 LISTENER_MODEL = {**LEARNER, "num_hidden_layers": 1, "sliding_window": 32}
 
-STAGES: dict[str, Stage] = {
-    "listener": Stage(
-        description="signal-v0, the speaker played by the scripted expert, the listener learns "
-        "to pick the object the message names (2 candidates, chance 0.5)",
-        settings=LISTENER,
-        model=LISTENER_MODEL,
-        target=0.9,
-    ),
-    "guard": Stage(
-        description="the previous listener settings (window-64 model, 100 warm-up steps) at a "
-        "learning rate that blows up (1e-3): KL passes its limit, the guard restores the last "
-        "stable checkpoint and halves the rate, the run recovers",
-        settings=replace(
-            BENCHMARK,
-            env_kwargs=SIGNAL_NAMES,
-            teammates={"robot_0": "expert"},
-            lr=1e-3,
-            kl_limit=0.2,
-            guard_patience=2,
-            steps=20,
-            warmup_steps=100,
-        ),
-        model=LEARNER,
-        target=0.9,
-    ),
-}
-
 
 def two_proportion_z(p1: float, n1: int, p2: float, n2: int) -> float:
     """z statistic of p2 > p1 for two success rates (pooled); 0 when undefined."""
@@ -208,121 +175,3 @@ def build_stage_model(run: Path, model: dict[str, Any], seed: int) -> tuple[Path
             f"choose another --out (or remove {run} to start over)"
         )
     return model_dir, float(built.get("seconds", 0.0))
-
-
-def run_stage(
-    name: str,
-    out: str | Path,
-    seed: int = 0,
-    steps: int | None = None,
-    progress: bool = True,
-) -> dict[str, Any]:
-    """Build the stage's model (once), train, write ``summary.json`` in ``out``; returns it."""
-    from teamgym.adapters.cpu.trainer import train
-
-    if name not in STAGES:
-        raise ValueError(f"unknown learning stage {name!r}; choose one of {', '.join(STAGES)}")
-    stage = STAGES[name]
-    run = Path(out)
-    model_dir, build_seconds = build_stage_model(run, stage.model, seed)
-    run_dir = run / "run"
-    args = replace(
-        stage.settings,
-        model=str(model_dir),
-        out=str(run_dir),
-        steps=stage.settings.steps if steps is None else steps,
-        seed=seed,
-        resume=(run_dir / "metrics.jsonl").exists(),
-    )
-    train(args, progress=progress)
-    summary = {
-        "stage": name,
-        "description": stage.description,
-        "settings": asdict(replace(stage, settings=args)),
-        "seed": seed,
-        **summarize(run_dir, stage.target, build_seconds),
-        "machine": machine(),
-    }
-    (run / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return summary
-
-
-#: The stages ``teamgym learn-bench all`` runs, in order (``team``: :mod:`.learn_team`).
-ALL_STAGES = ("listener", "guard", "sharing", "team")
-
-
-def run_all(out: str | Path, seed: int = 0, progress: bool = True) -> list[dict[str, Any]]:
-    """Every stage of :data:`ALL_STAGES` under ``out/STAGE`` (``sharing`` on seeds ``seed``,
-    ``seed + 1``, ``seed + 2``); writes ``out/summary.json`` and ``out/summary.md`` (one table)
-    and returns the rows."""
-    from teamgym.benchmarks.learn_sharing import run_sharing
-    from teamgym.benchmarks.learn_team import run_team
-
-    root = Path(out)
-    root.mkdir(parents=True, exist_ok=True)
-    summaries: list[dict[str, Any]] = []
-    for name in ALL_STAGES:
-        if name == "sharing":
-            seeds = (seed, seed + 1, seed + 2)
-            summaries.append(run_sharing(root / name, seeds=seeds, progress=progress))
-        elif name == "team":
-            summaries.append(run_team(root / name, seed=seed, progress=progress))
-        else:
-            summaries.append(run_stage(name, root / name, seed=seed, progress=progress))
-    rows = summary_rows(summaries)
-    (root / "summary.json").write_text(json.dumps(rows, indent=2) + "\n")
-    (root / "summary.md").write_text(markdown_table(rows))
-    return rows
-
-
-def summary_rows(summaries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per single-run stage and per sharing run: what was measured held-out, and the
-    training time (model build, warm-up and updates; evaluations excluded)."""
-    rows: list[dict[str, Any]] = []
-    for s in summaries:
-        if s["stage"] != "sharing":
-            reached = s["reached_target"]
-            rows.append(
-                {
-                    "stage": s["stage"],
-                    "seed": s["seed"],
-                    "measure": "held-out success",
-                    "start": s["warmup_success"],
-                    "end": s["final_success"],
-                    "target": s["target"],
-                    "reached": f"step {reached['step']}, {reached['train_seconds']:.0f} s"
-                    if reached
-                    else "no",
-                    "train_seconds": s["train_seconds"],
-                }
-            )
-            continue
-        start = next((r for r in s["table"] if r["run"] == "warm-up"), None)
-        for r in s["table"]:
-            if r["run"] == "warm-up":
-                continue
-            rows.append(
-                {
-                    "stage": f"sharing {r['run']}",
-                    "seed": ",".join(str(x) for x in s["seeds"]),
-                    "measure": "P(contribute)",
-                    "start": start["p_contribute"] if start else None,
-                    "end": r["p_contribute"],
-                    "target": None,
-                    "reached": f"team return {r['team_return']:.2f}",
-                    "train_seconds": r["train_seconds"],
-                }
-            )
-    return rows
-
-
-def markdown_table(rows: list[dict[str, Any]]) -> str:
-    """The rows of :func:`summary_rows` as one Markdown table."""
-
-    def fmt(value: Any) -> str:
-        return "-" if value is None else f"{value:.2f}" if isinstance(value, float) else str(value)
-
-    head = "| stage | seed | measure | start | end | target | reached | training s |\n"
-    head += "| --- | --- | --- | --- | --- | --- | --- | --- |\n"
-    keys = ("stage", "seed", "measure", "start", "end", "target", "reached", "train_seconds")
-    return head + "".join("| " + " | ".join(fmt(r[k]) for k in keys) + " |\n" for r in rows)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from teamgym.adapters.cpu.args import TrainArgs
-from teamgym.benchmarks.learn import (
+from teamgym.benchmarks.learn.base import (
     LISTENER,
     LISTENER_MODEL,
     SIGNAL_NAMES,

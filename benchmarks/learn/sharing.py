@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from teamgym.adapters.cpu.args import TrainArgs
-from teamgym.benchmarks.learn import BENCHMARK, LEARNER, build_stage_model
+from teamgym.benchmarks.learn.base import BENCHMARK, LEARNER, build_stage_model
 
 __all__ = ["RUNS", "SETTINGS", "plot_sharing", "run_sharing", "sharing_table"]
 
@@ -75,29 +75,14 @@ def run_sharing(
 ) -> dict[str, Any]:
     """Every run of ``runs`` for every seed (resuming finished parts); writes ``summary.json``
     and ``sharing.png`` in ``out`` and returns the summary."""
-    from teamgym.adapters.cpu.run_state import RunDir
     from teamgym.adapters.cpu.trainer import train
-    from teamgym.adapters.cpu.warmup import warm_up
 
     root = Path(out)
     warmups: dict[int, dict[str, Any]] = {}
     records: list[dict[str, Any]] = []
     for seed in seeds:
         seed_dir = root / f"seed{seed}"
-        model_dir, build_seconds = build_stage_model(seed_dir, MODEL, seed)
-        base = replace(
-            SETTINGS,
-            model=str(model_dir),
-            out=str(seed_dir / "warmup"),
-            seed=seed,
-            steps=SETTINGS.steps if steps is None else steps,
-        )
-        RunDir(base.out).start(base)  # its warm-up model is reused only under the same settings
-        start_model = warm_up(base, seed_dir / "warmup")
-        warmup = json.loads((seed_dir / "warmup" / "warmup.json").read_text())
-        warmup["eval"]["p_contribute"] = contribution_probability(start_model, base)
-        warmup["eval"]["sampled_contribution"] = sampled_contribution(start_model, base)
-        warmups[seed] = {"build_seconds": round(build_seconds, 1), **warmup}
+        base, start_model, warmups[seed] = _warmed_up(seed_dir, seed, steps)
         for name, weight, estimator in runs:
             run_dir = seed_dir / name
             args = replace(
@@ -128,6 +113,30 @@ def run_sharing(
     (root / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     plot_sharing(summary, root / "sharing.png")
     return summary
+
+
+def _warmed_up(
+    seed_dir: Path, seed: int, steps: int | None
+) -> tuple[TrainArgs, str, dict[str, Any]]:
+    """One seed's model, built and warmed up once (reused on resume under the same settings):
+    (the runs' base settings, the warm-up model, the warm-up's record with its contribution)."""
+    from teamgym.adapters.cpu.run_state import RunDir
+    from teamgym.adapters.cpu.warmup import warm_up
+
+    model_dir, build_seconds = build_stage_model(seed_dir, MODEL, seed)
+    base = replace(
+        SETTINGS,
+        model=str(model_dir),
+        out=str(seed_dir / "warmup"),
+        seed=seed,
+        steps=SETTINGS.steps if steps is None else steps,
+    )
+    RunDir(base.out).start(base)  # its warm-up model is reused only under the same settings
+    start_model = warm_up(base, seed_dir / "warmup")
+    warmup = json.loads((seed_dir / "warmup" / "warmup.json").read_text())
+    warmup["eval"]["p_contribute"] = contribution_probability(start_model, base)
+    warmup["eval"]["sampled_contribution"] = sampled_contribution(start_model, base)
+    return base, start_model, {"build_seconds": round(build_seconds, 1), **warmup}
 
 
 def sampled_contribution(model_dir: str | Path, args: TrainArgs) -> float:

@@ -98,7 +98,10 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
+    from teamgym import __version__
+
     parser = _Parser(prog="teamgym", description=__doc__.split("\n", 1)[0].replace("``", ""))
+    parser.add_argument("--version", action="version", version=f"teamgym {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add_parser(sub).set_defaults(run=command.run)
@@ -114,8 +117,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.run(args, console)
     except ImportError as exc:
         extra = _EXTRAS.get((exc.name or "").split(".")[0], "verl")
-        hint = f"Install the extra: pip install -e '.[{extra}]'" + (
-            " (torch==2.13.0 first on CPU)" if extra in ("train", "verl") else ""
+        hint = (
+            f"Install the extra: pip install 'teamgym[{extra}]' "
+            f"(or pip install -e '.[{extra}]' in a clone)"
+            + ("; torch==2.13.0 first on CPU" if extra in ("train", "verl") else "")
         )
         message = str(exc) if "pip install" in str(exc) else f"{exc}. {hint}"
         console.print(f"[red]error:[/red] {escape(message)}")

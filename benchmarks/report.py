@@ -1,11 +1,13 @@
 """Summaries, reports, plots and comparisons of benchmark runs.
 
 :func:`summarise` groups a run's episodes by setting (env, arguments, agent) and gives each
-group its means with 95% confidence intervals (Wilson for success, normal for the rest), its
+group its means with 95% confidence intervals (Wilson for success, Student t for the rest;
+each clipped to the values its metric can take, :data:`RANGES`), its
 errored count, and two fingerprints: ``fingerprint``, the SHA-256 of the episodes' metrics in
 seed order (the same number ``teamgym baselines`` prints for the same seeds), and
 ``trajectories``, a hash of the episodes' trajectory hashes. :func:`write_report` writes
-``summary.json``, ``report.md`` and the plots; :func:`compare_runs` says, episode by episode,
+``summary.json``, ``report.md`` and the plots (:func:`figures`: bars coloured by agent with a
+legend, ``0`` and ``n/a`` labelled apart); :func:`compare_runs` says, episode by episode,
 whether two runs reproduced each other.
 """
 
@@ -25,6 +27,7 @@ from teamgym.benchmarks.results import JsonLines, latest_by_key
 __all__ = [
     "Comparison",
     "compare_runs",
+    "figures",
     "load_run",
     "mean_ci",
     "summarise",
@@ -49,6 +52,15 @@ MEANS = {
     "invalid_action_rate": "invalid",
     "contribution_gini": "gini",
 }
+#: metric -> (least, greatest) value it can take (None: unbounded); intervals are clipped to it
+RANGES: dict[str, tuple[float | None, float | None]] = {
+    "success": (0.0, 1.0),
+    "episode_length": (0.0, None),
+    "collaboration_index": (0.0, 1.0),
+    "communication_frequency": (0.0, None),
+    "invalid_action_rate": (0.0, 1.0),
+    "contribution_gini": (0.0, 1.0),
+}
 
 
 def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
@@ -63,8 +75,11 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
     return (lo, hi)
 
 
-def mean_ci(values: Iterable[float | None]) -> dict[str, float | None]:
-    """Mean and Student-t 95% interval of the non-None values (no interval below 2 values)."""
+def mean_ci(
+    values: Iterable[float | None], bounds: tuple[float | None, float | None] = (None, None)
+) -> dict[str, float | None]:
+    """Mean and Student-t 95% interval of the non-None values (no interval below 2 values),
+    the interval clipped to ``bounds`` (the values the metric can take, :data:`RANGES`)."""
     kept = [float(v) for v in values if v is not None]
     if not kept:
         return {"mean": None, "lo": None, "hi": None, "n": 0}
@@ -73,7 +88,10 @@ def mean_ci(values: Iterable[float | None]) -> dict[str, float | None]:
         return {"mean": mean, "lo": None, "hi": None, "n": 1}
     t = T975[len(kept) - 2] if len(kept) - 1 <= len(T975) else Z95
     half = t * statistics.stdev(kept) / math.sqrt(len(kept))
-    return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": len(kept)}
+    least, greatest = bounds
+    lo = mean - half if least is None else max(least, mean - half)
+    hi = mean + half if greatest is None else min(greatest, mean + half)
+    return {"mean": mean, "lo": lo, "hi": hi, "n": len(kept)}
 
 
 def load_run(run_dir: str | Path) -> dict[str, dict[str, Any]]:
@@ -126,7 +144,10 @@ def summarise(
                     "hi": hi,
                     "n": len(metrics),
                 },
-                **{key: mean_ci(m[key] for m in metrics) for key in MEANS},
+                **{
+                    key: mean_ci((m[key] for m in metrics), RANGES.get(key, (None, None)))
+                    for key in MEANS
+                },
                 "fingerprint": _hash(metrics)[:16] if metrics else None,
                 "trajectories": _hash([(r["seed"], r["trajectory_hash"]) for r in ok]),
             }
@@ -224,53 +245,99 @@ def _markdown(run_dir: Path, rows: list[dict[str, Any]], plots: list[str], meta:
     return "\n".join(lines) + "\n"
 
 
-def _plot(run_dir: Path, rows: list[dict[str, Any]]) -> list[str]:
-    """``success.png`` and ``collaboration.png``: per setting, bars with 95% intervals."""
+PANELS: dict[str, tuple[tuple[str, str], ...]] = {
+    "success.png": (("success", "success rate"),),
+    "collaboration.png": (
+        ("collaboration_index", "collaboration index"),
+        ("communication_frequency", "messages per agent-step"),
+        ("contribution_gini", "contribution Gini"),
+    ),
+}
+"""The plots :func:`write_report` writes: file name -> (metric, panel title) per panel."""
+
+ZERO_LABEL, UNDEFINED_LABEL = "0", "n/a"
+"""What a bar of zero and a metric with no value (no episode defined it) are labelled with,
+so the two never look alike (both have no visible bar)."""
+
+
+def figures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The :data:`PANELS` as matplotlib figures (file name -> ``Figure``; ``{}`` without
+    matplotlib or without a setting that has episodes): per setting, a bar with its 95%
+    interval (already clipped to the metric's range by :func:`summarise`), coloured by agent
+    with a legend; a mean of 0 gets a marker and the label ``0``, an undefined one ``n/a``."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch
     except ImportError:
-        return []
+        return {}
     shown = [r for r in rows if r["episodes"]]
     if not shown:
-        return []
+        return {}
     labels = [r["group"] for r in shown]
     agents = list(dict.fromkeys(r["agent"] for r in shown))  # one colour per agent, every env
     palette = plt.get_cmap("tab10")
-    colours = [palette(agents.index(r["agent"]) % 10) for r in shown]
-    panels = {
-        "success.png": [("success", "success rate")],
-        "collaboration.png": [
-            ("collaboration_index", "collaboration index"),
-            ("communication_frequency", "messages per agent-step"),
-            ("contribution_gini", "contribution Gini"),
-        ],
-    }
-    written = []
-    for name, metrics in panels.items():
+    colour = {agent: palette(i % 10) for i, agent in enumerate(agents)}
+    legend = [Patch(color=colour[a], alpha=0.85, label=a) for a in agents]
+    out = {}
+    for name, metrics in PANELS.items():
         fig, axes = plt.subplots(
             1, len(metrics), figsize=(5 * len(metrics), 0.35 * len(labels) + 1.5), squeeze=False
         )
         for ax, (key, title) in zip(axes[0], metrics, strict=True):
-            means = [r[key]["mean"] if r[key]["mean"] is not None else math.nan for r in shown]
-            errs = [
-                [
-                    max(0.0, m - (r[key]["lo"] if r[key]["lo"] is not None else m))
-                    for m, r in zip(means, shown, strict=True)
-                ],
-                [
-                    max(0.0, (r[key]["hi"] if r[key]["hi"] is not None else m) - m)
-                    for m, r in zip(means, shown, strict=True)
-                ],
-            ]
-            ax.barh(range(len(labels)), means, xerr=errs, color=colours, alpha=0.85, capsize=2)
+            _bars(ax, [r[key] for r in shown], [colour[r["agent"]] for r in shown])
             ax.set_yticks(range(len(labels)), labels if ax is axes[0][0] else [""] * len(labels))
             ax.invert_yaxis()
             ax.set_title(title)
             ax.grid(axis="x", alpha=0.3)
+        axes[0][-1].legend(handles=legend, title="agent", fontsize="small", loc="best")
         fig.tight_layout()
+        out[name] = fig
+    return out
+
+
+def _bars(ax: Any, stats: Sequence[Mapping[str, Any]], colours: Sequence[Any]) -> None:
+    """One horizontal bar per stat with its interval; zeros and undefined means labelled."""
+    means = [math.nan if s["mean"] is None else s["mean"] for s in stats]
+    errs = [  # the interval's distance below and above the mean (none without an interval)
+        [_gap(s["mean"], s["lo"]) for s in stats],
+        [_gap(s["hi"], s["mean"]) for s in stats],
+    ]
+    ax.barh(range(len(stats)), means, xerr=errs, color=colours, alpha=0.85, capsize=2)
+    zeros = [i for i, m in enumerate(means) if m == 0]
+    if zeros:
+        ax.plot([0.0] * len(zeros), zeros, "|", color="black", markersize=12, gid="zeros")
+    for i, m in enumerate(means):
+        if m == 0 or math.isnan(m):
+            text = ZERO_LABEL if m == 0 else UNDEFINED_LABEL
+            ax.annotate(
+                text,
+                (0.0, i),
+                xytext=(4, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize="small",
+                color="black" if m == 0 else "grey",
+                fontstyle="normal" if m == 0 else "italic",
+            )
+
+
+def _gap(upper: float | None, lower: float | None) -> float:
+    """``upper - lower``, never negative (rounding); 0 where either is missing."""
+    return 0.0 if upper is None or lower is None else max(0.0, upper - lower)
+
+
+def _plot(run_dir: Path, rows: list[dict[str, Any]]) -> list[str]:
+    """Write :func:`figures` into ``run_dir``; the names written."""
+    made = figures(rows)
+    if not made:
+        return []
+    import matplotlib.pyplot as plt
+
+    written = []
+    for name, fig in made.items():
         fig.savefig(run_dir / name, dpi=100)
         plt.close(fig)
         written.append(name)

@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -275,14 +275,17 @@ def _run_v1(cfg: Any, data: Path, tokenizer: Any, server: Any, n: int) -> _Measu
     _start_ray()
     try:
         tq.init(plain.transfer_queue)
-        worker = AgentLoopWorkerTQ.remote(plain, server, None, None)
+        # cast: verl's class is a Ray actor class (``@ray.remote``), but mypy ignores what a
+        # class decorator returns and sees the plain class, without ``.remote``
+        worker = cast(Any, AgentLoopWorkerTQ).remote(plain, server, None, None)
         ray.get(worker.__ray_ready__.remote())
         buffer = ReplayBuffer(
             trainer_mode="sync",
             trainer_config=plain.trainer,
             max_off_policy_threshold=None,
             max_off_policy_strategy="drop",
-            sampler_kwargs={},
+            # cast: verl annotates a DictConfig, but only stores it; any mapping does
+            sampler_kwargs=cast(Any, {}),
             poll_interval=0.05,
         )
 

@@ -66,7 +66,7 @@ def message_sent(sender: str, recipients: Sequence[str], tokens: int, truncated:
 
 
 def plan_issued(
-    agent: str, assignments: dict[str, Sequence[str]], required: Sequence[str]
+    agent: str, assignments: Mapping[str, Sequence[str]], required: Sequence[str]
 ) -> Event:
     """A leader assigned subtasks to agents (``assignments``: subtask -> agents) in a planning
     phase; ``required`` lists the subtasks the task needs, for plan coverage."""

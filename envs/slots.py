@@ -42,7 +42,10 @@ class SlotIndex:
         translates slots below the class that keys and lists them (a subclass of a game
         overriding only ``_game_vector_action``) gets it rebuilt from its translations every
         time."""
-        if _translates_below_its_key(type(env)):
+        # Typed as plain ``type``: mypy checks ``type[TextParallelEnv]`` against the cache's
+        # ``Hashable`` with the class's unbound ``__hash__``, though a class object hashes.
+        env_class: type = type(env)
+        if _translates_below_its_key(env_class):
             texts = GameHooks._game_vector_texts(env, agent)
             return len(texts), _slots_by_text(texts)
         key = env._game_vector_key(agent)

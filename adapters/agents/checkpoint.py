@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from teamgym.adapters.agents.chat import DEFAULT_MAX_PROMPT_TOKENS
 from teamgym.envs.baselines import register_policy_prefix
 from teamgym.names import CHECKPOINT_PREFIX
 
@@ -44,7 +45,7 @@ class CheckpointPolicy:
         path: str | Path,
         seed: int | None = None,
         max_reply_tokens: int = 32,
-        max_prompt_tokens: int = 2048,
+        max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
         stop: Sequence[str] = (),
         forced_moves: Literal["auto", "model"] = "model",
     ) -> None:

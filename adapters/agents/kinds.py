@@ -28,10 +28,12 @@ An agent that cannot answer (a dead server after its retries, a reply that never
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 from teamgym.adapters.agents.chat import DEFAULT_MAX_PROMPT_TOKENS, SamplingOptions
 from teamgym.envs.baselines import Policy, make_baseline
@@ -43,6 +45,7 @@ __all__ = [
     "AgentKind",
     "AgentSpec",
     "BaselineAgent",
+    "DefaultURLWarning",
     "EpisodeAgent",
     "RunAgent",
     "agent_kinds",
@@ -257,9 +260,32 @@ def _resolve_path(options: dict[str, Any]) -> None:
     options["path"] = str(Path(str(options["path"])).expanduser().resolve())
 
 
+class DefaultURLWarning(UserWarning):
+    """An ``openai`` spec names no ``base_url``, so the default one is used: said once, since
+    ``openai:MODEL`` reaching ``http://127.0.0.1:8000/v1`` should never go unnoticed."""
+
+
 def _resolve_base_url(options: dict[str, Any]) -> None:
-    """The server's URL written into the spec, the default one if it names none."""
-    options.setdefault("base_url", _OPENAI_DEFAULTS["base_url"])
+    """The server's URL written into the spec: an ``http://`` or ``https://`` URL with a host,
+    else ``ValueError``; the default one, said with a :class:`DefaultURLWarning`, if it names
+    none."""
+    if "base_url" not in options:
+        default = options["base_url"] = _OPENAI_DEFAULTS["base_url"]
+        warnings.warn(
+            f"openai:{options['model']} names no server, so it uses {default} (where "
+            f"`vllm serve` and `teamgym serve` listen by default); write "
+            f"openai:{options['model']}@URL or set base_url to choose one",
+            DefaultURLWarning,
+            stacklevel=2,
+        )
+        return
+    url = str(options["base_url"])
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValueError(
+            f"base_url {url!r} is not an http:// or https:// URL with a host (the chat "
+            "completions API is HTTP), e.g. http://127.0.0.1:8000/v1 or https://api.openai.com/v1"
+        )
 
 
 def _openai_string(rest: str) -> dict[str, Any]:
@@ -271,6 +297,7 @@ def _openai_string(rest: str) -> dict[str, Any]:
 _OPENAI_DEFAULTS: dict[str, Any] = {
     "base_url": "http://127.0.0.1:8000/v1",
     "api_key_env": None,  # by host: OPENAI_API_KEY for api.openai.com only
+    "allow_http_key": False,  # a key over plain HTTP to a non-loopback host: refused unless True
     "concurrency": 8,
     "timeout": 60.0,
     "max_retries": 3,

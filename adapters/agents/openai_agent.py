@@ -7,13 +7,21 @@ replies), sent whole on every turn. One :class:`httpx.AsyncClient` and one limit
 flight serve the whole run; failures are retried with exponential backoff, and a turn that
 still has no reply raises :class:`~teamgym.adapters.agents.AgentError` saying what to check.
 
-Options (spec keys): ``model`` (required), ``base_url`` (``http://127.0.0.1:8000/v1``),
+Options (spec keys): ``model`` (required), ``base_url`` (``http://`` or ``https://``; by
+default ``http://127.0.0.1:8000/v1``, where ``vllm serve`` and ``teamgym serve`` listen, said
+with a :class:`~teamgym.adapters.agents.kinds.DefaultURLWarning` when a spec names none),
 ``api_key_env`` (the environment variable holding the key; by default ``OPENAI_API_KEY`` for
 ``https://api.openai.com`` and none for any other server, so a key is never sent to a host
-that was not named for it; unset means no ``Authorization`` header), ``concurrency`` (8 requests in flight, run-wide), ``timeout`` (60 s
-per request), ``max_retries`` (3), ``backoff`` (0.5 s, doubled per retry, plus up to 50% jitter
-drawn from the turn's seed), ``temperature`` (0), ``top_p`` (1.0), ``max_tokens`` (256),
-``seed`` (0; mixed into every request's ``seed``, see :func:`~teamgym.adapters.agents.chat.reply_seed`).
+that was not named for it; unset means no ``Authorization`` header), ``allow_http_key``
+(False: an agent that would send a key over plain ``http://`` to a host other than this
+machine's loopback is refused when built, saying to use ``https://``; True sends it
+unencrypted, for a network you trust), ``concurrency`` (8
+requests in flight, run-wide), ``timeout`` (60 s per request), ``max_retries`` (3),
+``backoff`` (0.5 s, doubled per retry, plus up to 50% jitter drawn from the turn's seed), and
+the sampling options ``temperature``, ``top_p``,
+``max_tokens`` and ``seed`` (mixed into every request's ``seed``, see
+:func:`~teamgym.adapters.agents.chat.reply_seed`), whose defaults and check are
+:class:`~teamgym.adapters.agents.chat.SamplingOptions`'.
 
 Retried: connection errors, timeouts, HTTP 429 and 5xx (waiting at least the server's
 ``Retry-After``), and 2xx bodies that are not a chat completion. Not retried: other 4xx
@@ -30,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import ipaddress
 import json
 import os
 import random
@@ -106,6 +115,17 @@ def _retry_after(response: httpx.Response) -> float | None:
     return min(max(seconds, 0.0), _MAX_RETRY_AFTER)
 
 
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine by itself (``localhost``, ``127.x``, ``::1``); a
+    name is not resolved, so only ``localhost`` counts."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class _Failed(Exception):
     """A failed attempt: ``error`` says what happened, ``retry`` whether another may help,
     ``wait`` the least seconds to wait before it (``Retry-After``)."""
@@ -147,13 +167,30 @@ class OpenAIAgent:
         self.base_url = str(spec.option("base_url")).rstrip("/")
         self.url = f"{self.base_url}/chat/completions"
         try:
-            host = httpx.URL(self.url).host
+            url = httpx.URL(self.url)
         except (httpx.InvalidURL, TypeError) as exc:
             raise ValueError(
                 f"{spec.label}: base_url {self.base_url!r} is not a URL: {exc}"
             ) from None
+        host = url.host
+        if url.scheme not in ("http", "https") or not host:  # a spec not made by parse_agent_spec
+            raise ValueError(
+                f"{spec.label}: base_url {self.base_url!r} is not an http:// or https:// URL "
+                "with a host"
+            )
         default_key = "OPENAI_API_KEY" if host == "api.openai.com" else None
         self.api_key_env: str | None = o.get("api_key_env", default_key)
+        if (
+            self.api_key_env
+            and url.scheme == "http"
+            and not _is_loopback(host)
+            and not spec.option("allow_http_key")
+        ):
+            raise ValueError(
+                f"{spec.label}: base_url {self.base_url} is plain HTTP to {host}, so the key in "
+                f"${self.api_key_env} would cross the network in clear text; use https://, or "
+                "set allow_http_key: true if you mean to send it unencrypted (a network you trust)"
+            )
         self.concurrency = int(spec.option("concurrency"))
         self.timeout = float(spec.option("timeout"))
         self.max_retries = int(spec.option("max_retries"))

@@ -23,7 +23,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from teamgym.adapters.agents.chat import ChatModel, load_chat_model
+from teamgym.adapters.agents.chat import (
+    DEFAULT_MAX_PROMPT_TOKENS,
+    ChatModel,
+    SamplingOptions,
+    load_chat_model,
+)
 
 __all__ = ["BadRequest", "ChatServer", "make_server", "parse_request"]
 
@@ -257,8 +262,8 @@ def make_server(
     *,
     served_name: str | None = None,
     device: str = "auto",
-    max_tokens: int = 256,
-    max_prompt_tokens: int = 2048,
+    max_tokens: int = SamplingOptions.max_tokens,
+    max_prompt_tokens: int = DEFAULT_MAX_PROMPT_TOKENS,
     quiet: bool = False,
 ) -> ChatServer:
     """A server of ``model_dir`` bound to ``host:port`` (port 0: a free one; read ``.url``);

@@ -9,10 +9,12 @@ seeded by (episode seed, agent, turn), so a run reproduces. Model calls run in a
 one at a time, while the event loop keeps the other episodes going.
 
 Options (spec keys): ``path`` (required), ``device`` (``auto``: cuda when there is one, else
-``cpu``; or ``cpu``, ``cuda``), ``temperature`` (0), ``top_p`` (1.0), ``max_tokens`` (256),
-``max_prompt_tokens`` (2048; the chat is cut on the left beyond it), ``seed`` (0; mixed into
-every reply's sampling seed, as the ``openai`` agent's ``seed`` is, see
-:func:`~teamgym.adapters.agents.chat.reply_seed`).
+``cpu``; or ``cpu``, ``cuda``), ``max_prompt_tokens`` (the chat is cut on the left beyond
+it; default :data:`~teamgym.adapters.agents.chat.DEFAULT_MAX_PROMPT_TOKENS`), and the sampling
+options ``temperature``, ``top_p``, ``max_tokens`` and ``seed`` (mixed into every reply's
+sampling seed, as the ``openai`` agent's ``seed`` is, see
+:func:`~teamgym.adapters.agents.chat.reply_seed`), whose defaults and check are
+:class:`~teamgym.adapters.agents.chat.SamplingOptions`'.
 
 Records (``episode.records``, one per reply, see :class:`~teamgym.adapters.agents.chat.ChatEpisode`):
 ``agent, turn, system, message, seed, reply, finish_reason, prompt_tokens, completion_tokens``

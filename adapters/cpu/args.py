@@ -1,7 +1,10 @@
 """The CPU GRPO trainer's settings: one frozen dataclass, torch-free so the CLI can read it.
 
 ``teamgym train`` generates its flags and their help from these fields and their docstrings,
-and the learning benchmarks are ``dataclasses.replace`` overrides of it.
+and the learning benchmarks are ``dataclasses.replace`` overrides of it. The trainer's parts
+take the slices they use, read from it: ``args.rollout`` (:class:`RolloutArgs`),
+``args.update`` (:class:`UpdateArgs`), ``args.evaluation`` (:class:`EvalArgs`),
+``args.warmup`` (:class:`WarmupArgs`), ``args.guard`` (:class:`GuardArgs`).
 """
 
 from __future__ import annotations
@@ -17,8 +20,13 @@ from teamgym.names import DEFAULT_SHARING_WEIGHT
 
 __all__ = [
     "FREE_ON_RESUME",
+    "EvalArgs",
+    "GuardArgs",
+    "RolloutArgs",
     "RunSettingsError",
     "TrainArgs",
+    "UpdateArgs",
+    "WarmupArgs",
     "changed_settings",
     "check_warmup_teachers",
     "describe_changes",
@@ -113,9 +121,172 @@ class TrainArgs:
     warmup_prompts: bool = False
     """Score the prompt tokens too in the warm-up (language-model pretraining on the env's
     text, with the teacher's replies): lines that repeat earlier ones, such as the valid
-    actions after the list of objects, train copying, which a loss on the replies alone did
-    not in 675 steps; it teaches no strategy. It built the listener's copy in one warm-up
-    of four (README, listener stage)."""
+    actions after the list of objects, train copying, which a loss on the replies alone may
+    never do; it teaches no strategy, and it is no sure way to the listener's copy (the runs
+    are in the README's Learning benchmarks section, listener stage)."""
+
+    @property
+    def rollout(self) -> RolloutArgs:
+        """How this run's episodes are played and its replies sampled."""
+        return RolloutArgs(
+            model=self.model,
+            env=self.env,
+            env_kwargs=self.env_kwargs,
+            teammates=self.teammates,
+            sharing_weight=self.sharing_weight,
+            temperature=self.temperature,
+            max_reply_tokens=self.max_reply_tokens,
+            forced_moves=self.forced_moves,
+            stop=tuple(self.stop),
+            prompt_length=self.prompt_length,
+            response_length=self.response_length,
+        )
+
+    @property
+    def update(self) -> UpdateArgs:
+        """This run's GRPO update and optimiser."""
+        return UpdateArgs(
+            adv_estimator=self.adv_estimator,
+            lr=self.lr,
+            lr_warmup_steps=self.lr_warmup_steps,
+            kl_coef=self.kl_coef,
+            entropy_coef=self.entropy_coef,
+            clip_ratio=self.clip_ratio,
+            ppo_epochs=self.ppo_epochs,
+            mini_batches=self.mini_batches,
+        )
+
+    @property
+    def evaluation(self) -> EvalArgs:
+        """This run's held-out evaluation."""
+        return EvalArgs(
+            rollout=self.rollout, out=self.out, every=self.eval_every, episodes=self.eval_episodes
+        )
+
+    @property
+    def warmup(self) -> WarmupArgs:
+        """This run's supervised warm-up."""
+        return WarmupArgs(
+            rollout=self.rollout,
+            seed=self.seed,
+            steps=self.warmup_steps,
+            lr=self.warmup_lr,
+            teacher=self.warmup_policy,
+            teachers=self.warmup_teachers,
+            episodes=self.warmup_episodes,
+            prompts=self.warmup_prompts,
+        )
+
+    @property
+    def guard(self) -> GuardArgs:
+        """This run's watch on KL and success."""
+        return GuardArgs(
+            kl_target=self.kl_target, kl_limit=self.kl_limit, patience=self.guard_patience
+        )
+
+
+# The slices of ``TrainArgs`` the trainer's parts take (``args.rollout``, ``args.update``, ...):
+# read from it, never set on their own, so ``TrainArgs`` stays the one record of a run.
+
+
+@dataclass(frozen=True)
+class RolloutArgs:
+    """How episodes are played and replies sampled: the env and its teammates, VERL's rollout
+    config and the agent loop's reply rules (training rollouts, evaluation, the warm-up's
+    teachers). Each field is the :class:`TrainArgs` field of the same name."""
+
+    model: str
+    env: str
+    env_kwargs: dict[str, Any]
+    teammates: dict[str, str]
+    sharing_weight: float
+    temperature: float
+    max_reply_tokens: int
+    forced_moves: Literal["auto", "model"]
+    stop: tuple[str, ...]
+    prompt_length: int
+    response_length: int
+
+
+@dataclass(frozen=True)
+class UpdateArgs:
+    """The GRPO update and its optimiser. Each field is the :class:`TrainArgs` field of the
+    same name (``clip_ratio`` reaches the update through VERL's actor config)."""
+
+    adv_estimator: Literal["grpo", "team_grpo"]
+    lr: float
+    lr_warmup_steps: int
+    kl_coef: float
+    entropy_coef: float
+    clip_ratio: float
+    ppo_epochs: int
+    mini_batches: int
+
+
+@dataclass(frozen=True)
+class EvalArgs:
+    """The held-out evaluation: greedy episodes on the evaluation seeds, played by ``rollout``."""
+
+    rollout: RolloutArgs
+    """How the episodes are played."""
+    out: str
+    """``TrainArgs.out``: the run directory, where the evaluation writes its agent-loop YAML."""
+    every: int
+    """``TrainArgs.eval_every``."""
+    episodes: int
+    """``TrainArgs.eval_episodes``."""
+
+    def due(self, step: int, last: int) -> bool:
+        """Whether GRPO step ``step`` of ``last`` ends with an evaluation: every ``every``
+        steps and at the last (never when ``every`` is 0)."""
+        return bool(self.every) and (step % self.every == 0 or step == last)
+
+
+@dataclass(frozen=True)
+class WarmupArgs:
+    """The supervised warm-up before GRPO: a teacher plays, the model learns its replies."""
+
+    rollout: RolloutArgs
+    """How the teacher's episodes are played (the model warmed up is ``rollout.model``)."""
+    seed: int
+    """``TrainArgs.seed``."""
+    steps: int
+    """``TrainArgs.warmup_steps``."""
+    lr: float
+    """``TrainArgs.warmup_lr``."""
+    teacher: str
+    """``TrainArgs.warmup_policy``."""
+    teachers: dict[str, str]
+    """``TrainArgs.warmup_teachers``."""
+    episodes: int
+    """``TrainArgs.warmup_episodes``."""
+    prompts: bool
+    """``TrainArgs.warmup_prompts``."""
+
+    def check_teachers(self, agents: list[str]) -> None:
+        """Refuse ``teachers`` for an agent the env lacks or a teammate plays (its turns are
+        never warm-up examples), so a typo does not silently warm up the default teacher."""
+        teammates = self.rollout.teammates
+        for agent in self.teachers:
+            if agent not in agents:
+                raise ValueError(f"warm-up teacher for {agent!r}: the env's agents are {agents}")
+            if agent in teammates:
+                raise ValueError(
+                    f"warm-up teacher for {agent!r}: {teammates[agent]!r} plays it as a "
+                    "teammate, so it is not trained; drop one of the two"
+                )
+
+
+@dataclass(frozen=True)
+class GuardArgs:
+    """The watch on a run's KL and success."""
+
+    kl_target: float
+    """``TrainArgs.kl_target``: a step's KL above it is a warning."""
+    kl_limit: float
+    """``TrainArgs.kl_limit``."""
+    patience: int
+    """``TrainArgs.guard_patience`` (0: no guard)."""
 
 
 class RunSettingsError(ValueError):
@@ -186,13 +357,6 @@ def _placed(args: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def check_warmup_teachers(args: TrainArgs, agents: list[str]) -> None:
-    """Refuse ``warmup_teachers`` for an agent the env lacks or a teammate plays (its turns are
-    never warm-up examples), so a typo does not silently warm up the default teacher."""
-    for agent in args.warmup_teachers:
-        if agent not in agents:
-            raise ValueError(f"warm-up teacher for {agent!r}: the env's agents are {agents}")
-        if agent in args.teammates:
-            raise ValueError(
-                f"warm-up teacher for {agent!r}: {args.teammates[agent]!r} plays it as a "
-                "teammate, so it is not trained; drop one of the two"
-            )
+    """Refuse ``warmup_teachers`` for an agent the env lacks or a teammate plays: the rule of
+    :meth:`WarmupArgs.check_teachers`, for a whole ``TrainArgs`` (the command line's check)."""
+    args.warmup.check_teachers(agents)

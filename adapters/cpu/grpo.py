@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 
-from teamgym.adapters.cpu.args import TrainArgs
+from teamgym.adapters.cpu.args import UpdateArgs
 
 __all__ = [
     "Learner",
@@ -33,14 +33,15 @@ class Learner:
     actor_cfg: Any
 
 
-def load_learner(model_dir: str, args: TrainArgs, actor_cfg: Any) -> Learner:
-    """The policy from ``model_dir`` (seeded by ``args.seed``), a frozen copy, AdamW at ``args.lr``."""
+def load_learner(model_dir: str, update: UpdateArgs, actor_cfg: Any, seed: int) -> Learner:
+    """The policy from ``model_dir`` (torch seeded with the run's ``seed``), a frozen copy,
+    AdamW at ``update.lr``."""
     from transformers import AutoModelForCausalLM
 
-    torch.manual_seed(args.seed)
+    torch.manual_seed(seed)
     policy = AutoModelForCausalLM.from_pretrained(model_dir)
     reference = copy.deepcopy(policy).eval().requires_grad_(False)
-    optim = torch.optim.AdamW(policy.parameters(), lr=args.lr)
+    optim = torch.optim.AdamW(policy.parameters(), lr=update.lr)
     return Learner(policy, reference, optim, actor_cfg)
 
 
@@ -105,48 +106,48 @@ def warmup_factor(optimizer_step: int, warmup_steps: int) -> float:
 def grpo_update(
     learner: Learner,
     out: Any,
-    args: TrainArgs,
+    update: UpdateArgs,
     seed: int = 0,
     lr: float | None = None,
     step: int = 1,
 ) -> dict[str, float]:
     """Optimiser steps on a rollout batch: GRPO advantage grouped by ``uid`` (``team_grpo``:
-    by episode seed) over the whole batch, then ``args.ppo_epochs`` passes of
-    ``args.mini_batches`` shuffled mini-batches (VERL's ppo_epochs / ppo_mini_batch_size), at
-    learning rate ``lr`` (default ``args.lr``) ramped by :func:`warmup_factor` over
-    ``args.lr_warmup_steps`` optimiser steps counted from GRPO step 1 (``step`` is this one).
+    by episode seed) over the whole batch, then ``update.ppo_epochs`` passes of
+    ``update.mini_batches`` shuffled mini-batches (VERL's ppo_epochs / ppo_mini_batch_size), at
+    learning rate ``lr`` (default ``update.lr``) ramped by :func:`warmup_factor` over
+    ``update.lr_warmup_steps`` optimiser steps counted from GRPO step 1 (``step`` is this one).
     Returns the mean loss, kl and entropy."""
     from verl.trainer.ppo import core_algos
 
     import teamgym.adapters.verl.advantage  # noqa: F401  (registers team_grpo)
 
-    adv, _ = core_algos.get_adv_estimator_fn(args.adv_estimator)(
+    adv, _ = core_algos.get_adv_estimator_fn(update.adv_estimator)(
         token_level_rewards=out.batch["rm_scores"],
         response_mask=out.batch["response_mask"],
         index=out.non_tensor_batch["uid"],
     )
     n = len(out)
-    chunks = max(1, min(args.mini_batches, n))
-    on_policy = chunks == 1 and args.ppo_epochs <= 1  # one step: the old log-probs are its own
+    chunks = max(1, min(update.mini_batches, n))
+    on_policy = chunks == 1 and update.ppo_epochs <= 1  # one step: the old log-probs are its own
     with torch.no_grad():
         old_logp = None if on_policy else response_logprobs(learner.policy, out)[0]
         ref_logp, _ = response_logprobs(learner.reference, out)
     order_rng = torch.Generator().manual_seed(seed)
     terms: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
     learner.policy.train()
-    epochs = max(1, args.ppo_epochs)
+    epochs = max(1, update.ppo_epochs)
     optimizer_step = (step - 1) * epochs * chunks
     for _ in range(epochs):
         order = torch.randperm(n, generator=order_rng) if chunks > 1 else torch.arange(n)
         for idx in torch.tensor_split(order, chunks):
             for group in learner.optim.param_groups:
-                group["lr"] = (args.lr if lr is None else lr) * warmup_factor(
-                    optimizer_step, args.lr_warmup_steps
+                group["lr"] = (update.lr if lr is None else lr) * warmup_factor(
+                    optimizer_step, update.lr_warmup_steps
                 )
             optimizer_step += 1
             part = out.select_idxs(idx.numpy()) if chunks > 1 else out
             old = None if old_logp is None else old_logp[idx]
-            terms.append(_step(learner, part, adv[idx], old, ref_logp[idx], args))
+            terms.append(_step(learner, part, adv[idx], old, ref_logp[idx], update))
     learner.policy.eval()
     loss, kl, entropy = (torch.stack(values).mean() for values in zip(*terms, strict=True))
     return {"kl": float(kl), "entropy": float(entropy), "loss": float(loss)}
@@ -158,7 +159,7 @@ def _step(
     adv: torch.Tensor,
     old_logp: torch.Tensor | None,
     ref_logp: torch.Tensor,
-    args: TrainArgs,
+    update: UpdateArgs,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One optimiser step on a mini-batch; returns its detached (loss, kl, entropy). Without
     ``old_logp`` the step is on-policy: the old log-probs are this forward's, detached (the
@@ -175,11 +176,13 @@ def _step(
         loss_agg_mode="token-mean",
         config=learner.actor_cfg,
     )
-    kl = core_algos.agg_loss(
-        core_algos.kl_penalty(logp, ref_logp, "low_var_kl"), mask, "token-mean"
+    # verl annotates its log-prob arguments as FloatTensor, the legacy type a float Tensor is
+    kl_terms = core_algos.kl_penalty(
+        cast(torch.FloatTensor, logp), cast(torch.FloatTensor, ref_logp), "low_var_kl"
     )
-    ent = core_algos.agg_loss(entropy, mask, "token-mean")
-    loss = pg_loss + args.kl_coef * kl - args.entropy_coef * ent
+    kl = core_algos.agg_loss(kl_terms, mask, "token-mean")
+    ent = core_algos.agg_loss(cast(torch.Tensor, entropy), mask, "token-mean")  # with_entropy
+    loss = pg_loss + update.kl_coef * kl - update.entropy_coef * ent
     learner.optim.zero_grad()
     loss.backward()
     torch.nn.utils.clip_grad_norm_(learner.policy.parameters(), 1.0)

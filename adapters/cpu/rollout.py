@@ -10,13 +10,16 @@ from __future__ import annotations
 import asyncio
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
 
-from teamgym.adapters.cpu.args import TrainArgs
+from teamgym.adapters.cpu.args import EvalArgs, RolloutArgs, UpdateArgs
 from teamgym.envs.seeds import eval_seeds
+
+if TYPE_CHECKING:
+    from verl.workers.rollout.llm_server import LLMServerClient
 
 __all__ = [
     "batch_mean",
@@ -26,49 +29,53 @@ __all__ = [
     "evaluate",
     "evaluate_metrics",
     "groups_with_signal",
+    "local_server",
     "rollout_metrics",
 ]
 
 
-def compose_config(args: TrainArgs, run: Path) -> Any:
-    """VERL's composed config for ``args``, with the agent-loop YAML written into ``run``."""
+def compose_config(rollout: RolloutArgs, run: Path, update: UpdateArgs | None = None) -> Any:
+    """VERL's composed config for ``rollout``, with the agent-loop YAML written into ``run``;
+    with ``update``, its actor config carries the update's clip range (the trainer's; an
+    evaluation updates nothing)."""
     from teamgym.adapters.verl.settings import AgentLoopSettings, write_agent_loop_yaml
     from teamgym.adapters.verl.train import compose_config as compose_verl
     from teamgym.envs.sharing import RewardSharing
 
     settings = AgentLoopSettings(
-        sharing=RewardSharing(weight=args.sharing_weight),
-        max_reply_tokens=args.max_reply_tokens,
+        sharing=RewardSharing(weight=rollout.sharing_weight),
+        max_reply_tokens=rollout.max_reply_tokens,
         join_timeout=30,
         turn_timeout=300,
-        forced_moves=args.forced_moves,
-        stop=tuple(args.stop),
+        forced_moves=rollout.forced_moves,
+        stop=rollout.stop,
     )
     loop_yaml = write_agent_loop_yaml(run / "agent_loop.yaml", settings)
+    actor = [] if update is None else [f"actor_rollout_ref.actor.clip_ratio={update.clip_ratio}"]
     return compose_verl(
         [
             f"teamgym.dataset_dir={run}",
-            f"actor_rollout_ref.model.path={args.model}",
-            f"actor_rollout_ref.rollout.prompt_length={args.prompt_length}",
-            f"actor_rollout_ref.rollout.response_length={args.response_length}",
-            f"data.max_prompt_length={args.prompt_length}",
-            f"data.max_response_length={args.response_length}",
+            f"actor_rollout_ref.model.path={rollout.model}",
+            f"actor_rollout_ref.rollout.prompt_length={rollout.prompt_length}",
+            f"actor_rollout_ref.rollout.response_length={rollout.response_length}",
+            f"data.max_prompt_length={rollout.prompt_length}",
+            f"data.max_response_length={rollout.response_length}",
             f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loop_yaml}",
-            f"actor_rollout_ref.rollout.temperature={args.temperature}",
+            f"actor_rollout_ref.rollout.temperature={rollout.temperature}",
             "actor_rollout_ref.rollout.calculate_log_probs=true",
-            f"actor_rollout_ref.actor.clip_ratio={args.clip_ratio}",
+            *actor,
             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",  # required by VERL's actor config
         ]
     )
 
 
-def build_batch(args: TrainArgs, seeds: list[int], split: str, repeat: int) -> Any:
+def build_batch(rollout: RolloutArgs, seeds: list[int], split: str, repeat: int) -> Any:
     """Rows as VERL's RLHFDataset yields them, uid'd and repeated interleaved like the trainer."""
     from verl.protocol import DataProto
 
     from teamgym.adapters.verl.dataset import episode_rows
 
-    rows = episode_rows(args.env, args.env_kwargs, seeds, split, teammates=args.teammates)
+    rows = episode_rows(rollout.env, rollout.env_kwargs, seeds, split, teammates=rollout.teammates)
     non_tensor = {
         "raw_prompt": _objects([r["prompt"] for r in rows]),
         "extra_info": _objects([r["extra_info"] for r in rows]),
@@ -84,21 +91,22 @@ def build_batch(args: TrainArgs, seeds: list[int], split: str, repeat: int) -> A
     return batch.repeat(repeat_times=repeat, interleave=True)
 
 
-def check_prompt_length(args: TrainArgs, tokenizer: Any) -> None:
+def check_prompt_length(rollout: RolloutArgs, tokenizer: Any) -> None:
     """Refuse a ``prompt_length`` shorter than the env's first turn (VERL would silently cut
     the instructions off the left of every prompt)."""
     from teamgym.adapters.verl.dataset import PromptTooLongError, episode_rows
 
-    rows = episode_rows(args.env, args.env_kwargs, [0, 1, 2], "check", teammates=args.teammates)
+    env, kwargs, teammates = rollout.env, rollout.env_kwargs, rollout.teammates
+    rows = episode_rows(env, kwargs, [0, 1, 2], "check", teammates=teammates)
 
     def tokens(messages: list[dict[str, str]]) -> int:
         text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         return len(tokenizer.encode(text, add_special_tokens=False))
 
     longest = max(tokens(r["prompt"]) for r in rows)
-    if longest > args.prompt_length:
+    if longest > rollout.prompt_length:
         raise PromptTooLongError(
-            f"prompt_length={args.prompt_length} is shorter than the first turn of {args.env} "
+            f"prompt_length={rollout.prompt_length} is shorter than the first turn of {env} "
             f"({longest} tokens with this tokenizer); raise it to at least {longest + 32}"
         )
 
@@ -146,38 +154,44 @@ def rollout_metrics(out: Any) -> dict[str, float]:
     }
 
 
-def evaluate(
-    model_dir_or_model: Any, tokenizer: Any, args: TrainArgs, episodes: int, seed: int = 0
-) -> float:
+def evaluate(model_dir_or_model: Any, tokenizer: Any, evaluation: EvalArgs, seed: int = 0) -> float:
     """Greedy success rate on held-out (evaluation-range) seeds."""
-    return evaluate_metrics(model_dir_or_model, tokenizer, args, episodes, seed)["success"]
+    return evaluate_metrics(model_dir_or_model, tokenizer, evaluation, seed)["success"]
 
 
 def evaluate_metrics(
     model_dir_or_model: Any,
     tokenizer: Any,
-    args: TrainArgs,
-    episodes: int,
+    evaluation: EvalArgs,
     seed: int = 0,
     temperature: float = 0.0,
 ) -> dict[str, float]:
-    """Held-out figures (evaluation-range seeds), greedy unless ``temperature`` > 0 (then
-    sampled with the server's ``seed``): success, score, team return (raw, before sharing) and
-    invalid-action rate, each the mean over the trained agents' rows."""
+    """Held-out figures on ``evaluation.episodes`` episodes of evaluation set ``seed``, greedy
+    unless ``temperature`` > 0 (then sampled with the server's ``seed``): success, score, team
+    return (raw, before sharing) and invalid-action rate, each the mean over the trained
+    agents' rows."""
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
-    from teamgym.adapters.verl.server import LocalModelServer
-
-    run = Path(args.out)
+    run = Path(evaluation.out)
     run.mkdir(parents=True, exist_ok=True)
-    cfg = compose_config(args, run)
+    cfg = compose_config(evaluation.rollout, run)
     cfg.actor_rollout_ref.rollout.temperature = temperature
     cfg.actor_rollout_ref.rollout.val_kwargs.temperature = temperature  # before the worker reads it
-    server = LocalModelServer(model_dir_or_model, tokenizer=tokenizer, seed=seed)
-    worker = AgentLoopWorker(cfg, server)
-    seeds = eval_seeds(seed, episodes)
-    batch = build_batch(args, seeds, "eval", 1)
+    worker = AgentLoopWorker(cfg, local_server(model_dir_or_model, tokenizer, seed))
+    seeds = eval_seeds(seed, evaluation.episodes)
+    batch = build_batch(evaluation.rollout, seeds, "eval", 1)
     batch.meta_info["validate"] = True
     out = asyncio.run(worker.generate_sequences(batch))
     keys = ("success", "score", "team_return", "invalid_action_rate")
     return {key: batch_mean(out, key) for key in keys}
+
+
+def local_server(model_dir_or_model: Any, tokenizer: Any, seed: int) -> LLMServerClient:
+    """A :class:`~teamgym.adapters.verl.server.LocalModelServer` of the model, as the
+    ``LLMServerClient`` VERL's ``AgentLoopWorker`` takes: it answers ``generate`` as that class
+    does without subclassing it (whose constructor wants VERL's whole config and a Ray load
+    balancer), so the type is a cast."""
+    from teamgym.adapters.verl.server import LocalModelServer
+
+    server = LocalModelServer(model_dir_or_model, tokenizer=tokenizer, seed=seed)
+    return cast("LLMServerClient", server)

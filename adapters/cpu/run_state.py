@@ -19,6 +19,7 @@ import torch
 
 from teamgym.adapters.cpu.args import (
     FREE_ON_RESUME,
+    GuardArgs,
     RunSettingsError,
     TrainArgs,
     changed_settings,
@@ -117,22 +118,22 @@ class RunDir:
         with self.metrics.open("a") as f:
             f.write(json.dumps(record) + "\n")
         state.step = record["step"]
-        state.rng = rng.bit_generator.state
+        state.rng = dict(rng.bit_generator.state)
         self.save(self.latest, learner, state)
 
 
 def guard(
-    args: TrainArgs, state: RunState, record: dict[str, Any], learner: Learner, run: RunDir
+    settings: GuardArgs, state: RunState, record: dict[str, Any], learner: Learner, run: RunDir
 ) -> str | None:
     """Keep the last stable checkpoint; restore it (and halve the lr) after
-    ``args.guard_patience`` bad steps in a row (0: never). Returns what it did, if anything.
+    ``settings.patience`` bad steps in a row (0: never). Returns what it did, if anything.
 
     A step's KL and success measure the weights it started from (its rollouts and its
     update's first forward pass), so a good step makes the previous step's checkpoint (or the
     start, :meth:`RunDir.start_stable`) the stable one, never the weights it just produced."""
-    if args.guard_patience <= 0:
+    if settings.patience <= 0:
         return None
-    kl_bad = record["kl"] > args.kl_limit
+    kl_bad = record["kl"] > settings.kl_limit
     success_bad = state.best_success >= 0 and record["success"] < state.best_success - 0.3
     if not kl_bad and record["success"] >= state.best_success:
         # the record measures the weights this step started from: the last step's checkpoint
@@ -140,7 +141,7 @@ def guard(
         if run.latest.exists():
             shutil.copyfile(run.latest, run.stable)
     state.bad_steps = state.bad_steps + 1 if (kl_bad or success_bad) else 0
-    if state.bad_steps < args.guard_patience or not run.stable.exists():
+    if state.bad_steps < settings.patience or not run.stable.exists():
         return None
     learner.policy.load_state_dict(torch.load(run.stable, weights_only=False)["model"])
     state.lr = state.lr / 2
@@ -149,6 +150,6 @@ def guard(
     state.bad_steps = 0
     why = "KL above its limit" if kl_bad else "success far below the best"
     return (
-        f"rolled back to the stable checkpoint ({why} for {args.guard_patience} steps); "
+        f"rolled back to the stable checkpoint ({why} for {settings.patience} steps); "
         f"lr -> {state.lr:.2e}"
     )

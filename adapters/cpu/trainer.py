@@ -5,7 +5,8 @@ episode hub as on GPUs), served by :class:`~teamgym.adapters.verl.server.LocalMo
 place of vLLM (:mod:`.rollout`); the update uses VERL's ``core_algos`` with AdamW in place
 of the FSDP actor (:mod:`.grpo`), after a supervised format warm-up (:mod:`.warmup`).
 Every step is checkpointed and guarded (:mod:`.run_state`); ``resume=True`` continues a
-killed run. Reads top to bottom: one :class:`TrainArgs`, one :func:`train`.
+killed run. Reads top to bottom: one :class:`TrainArgs`, one :func:`train`, which hands each
+part the slice of the settings it uses (``args.rollout``, ``args.update``, ...).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from teamgym.adapters.cpu.args import TrainArgs
+from teamgym.adapters.cpu.args import EvalArgs, GuardArgs, TrainArgs
 from teamgym.adapters.cpu.grpo import grpo_update, load_learner
 from teamgym.adapters.cpu.rollout import (
     build_batch,
@@ -26,6 +27,7 @@ from teamgym.adapters.cpu.rollout import (
     compose_config,
     evaluate,
     evaluate_metrics,
+    local_server,
     rollout_metrics,
 )
 from teamgym.adapters.cpu.run_state import RunDir, guard
@@ -44,28 +46,25 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
     from verl.utils.config import omega_conf_to_dataclass
 
-    from teamgym.adapters.verl.server import LocalModelServer
-
     run = RunDir(args.out)
     run.start(args)
-    check_prompt_length(args, AutoTokenizer.from_pretrained(args.model))
+    rollout, update = args.rollout, args.update
+    check_prompt_length(rollout, AutoTokenizer.from_pretrained(args.model))
 
     # 0. format warm-up (once): the model GRPO starts from
-    start_model = warm_up(args, run.path)
+    start_model = warm_up(args.warmup, args.evaluation, run.path)
 
     # 1. VERL's composed config; the policy, a frozen reference, the optimiser; a resumed state
-    cfg = compose_config(args, run.path)
+    cfg = compose_config(rollout, run.path, update)
     tokenizer = AutoTokenizer.from_pretrained(start_model)
-    learner = load_learner(start_model, args, omega_conf_to_dataclass(cfg.actor_rollout_ref.actor))
-    state, history = run.resume(args, learner)
-    run.start_stable(learner, state)
-    rng = np.random.default_rng(args.seed)
-    if state.rng is not None:
-        rng.bit_generator.state = state.rng
+    actor_cfg = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
+    learner = load_learner(start_model, update, actor_cfg, args.seed)
+    state, history, rng = _resumed(run, args, learner)
 
     # 2. VERL's agent-loop worker on a local server of the policy; the Prometheus exporter
-    worker = AgentLoopWorker(cfg, LocalModelServer(learner.policy, tokenizer, seed=args.seed))
+    worker = AgentLoopWorker(cfg, local_server(learner.policy, tokenizer, args.seed))
     export = record_exporter(args.metrics_port)
+    rollouts = args.episodes_per_step * args.group_size  # episodes a step plays
 
     with Progress(disable=not progress) as bar:
         task = bar.add_task("GRPO", total=args.steps, completed=state.step)
@@ -74,22 +73,23 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
             step = state.step + 1
             # 3. rollouts through VERL's agent loop, one GRPO group per (seed, agent)
             batch = build_batch(
-                args, train_seeds(rng, args.episodes_per_step), "train", args.group_size
+                rollout, train_seeds(rng, args.episodes_per_step), "train", args.group_size
             )
             learner.policy.eval()
             out = asyncio.run(worker.generate_sequences(batch))
 
             # 4. VERL's algorithms: GRPO advantage, clipped policy loss, KL, entropy
             losses = grpo_update(
-                learner, out, args, seed=update_seed(args.seed, step), lr=state.lr, step=step
+                learner, out, update, seed=update_seed(args.seed, step), lr=state.lr, step=step
             )
 
             # 5. metrics, monitors, checkpoints
-            record = step_record(args, step, out, losses, state.lr, time.perf_counter() - start)
+            seconds = time.perf_counter() - start
+            record = step_record(step, out, losses, state.lr, seconds, rollouts, args.kl_target)
             record["cpu_seconds"] = time.process_time() - cpu_start  # all threads: ~ cores x wall
-            if args.eval_every and (step % args.eval_every == 0 or step == args.steps):
-                record |= _held_out(learner, tokenizer, args)
-            if event := guard(args, state, record, learner, run):
+            if args.evaluation.due(step, args.steps):
+                record |= _held_out(learner, tokenizer, args.evaluation)
+            if event := guard(args.guard, state, record, learner, run):
                 record["guard"] = event
             run.finish_step(record, learner, state, rng)
             history.append(record)
@@ -97,43 +97,58 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
             description = f"GRPO success {record['success']:.2f} KL {record['kl']:.3f}"
             bar.update(task, advance=1, description=description)
 
-    _finish(history, run.path, args, learner, tokenizer)
+    _finish(history, run.path, args.guard, learner, tokenizer)
     return history
 
 
-def _held_out(learner: Any, tokenizer: Any, args: TrainArgs) -> dict[str, Any]:
+def _resumed(run: RunDir, args: TrainArgs, learner: Any) -> tuple[Any, list[dict[str, Any]], Any]:
+    """(state, the steps' records so far, the seed draws' generator) of a fresh or resumed
+    run, the learner restored and its stable checkpoint set."""
+    state, history = run.resume(args, learner)
+    run.start_stable(learner, state)
+    rng = np.random.default_rng(args.seed)
+    if state.rng is not None:
+        rng.bit_generator.state = state.rng
+    return state, history, rng
+
+
+def _held_out(learner: Any, tokenizer: Any, evaluation: EvalArgs) -> dict[str, Any]:
     """The greedy policy's metrics on the held-out evaluation set, as ``eval_*`` record keys."""
-    metrics = evaluate_metrics(
-        learner.policy, tokenizer, args, args.eval_episodes, seed=HELD_OUT_SET
-    )
+    metrics = evaluate_metrics(learner.policy, tokenizer, evaluation, seed=HELD_OUT_SET)
     return {f"eval_{key}": value for key, value in metrics.items()}
 
 
 def _finish(
-    history: list[dict[str, Any]], path: Path, args: TrainArgs, learner: Any, tokenizer: Any
+    history: list[dict[str, Any]], path: Path, watch: GuardArgs, learner: Any, tokenizer: Any
 ) -> None:
     """The curve, and the final policy where ``checkpoint:DIR`` finds it (``path/policy``)."""
-    plot_curve(history, path / "curve.png", args)
+    plot_curve(history, path / "curve.png", watch)
     learner.policy.save_pretrained(path / "policy", safe_serialization=True)
     tokenizer.save_pretrained(path / "policy")
 
 
 def step_record(
-    args: TrainArgs, step: int, out: Any, losses: dict[str, float], lr: float, seconds: float
+    step: int,
+    out: Any,
+    losses: dict[str, float],
+    lr: float,
+    seconds: float,
+    rollouts: int,
+    kl_target: float,
 ) -> dict[str, Any]:
-    """A step's line of ``metrics.jsonl`` (before evaluation and guard), with a warning when KL
-    passes ``args.kl_target``."""
-    record = {"step": step, **rollout_metrics(out), **losses, "lr": lr}
-    record["episodes_per_s"] = args.episodes_per_step * args.group_size / seconds
+    """A step's line of ``metrics.jsonl`` (before evaluation and guard) for a batch of
+    ``rollouts`` episodes, with a warning when KL passes ``kl_target``."""
+    record: dict[str, Any] = {"step": step, **rollout_metrics(out), **losses, "lr": lr}
+    record["episodes_per_s"] = rollouts / seconds
     record["seconds"] = seconds
-    if record["kl"] > args.kl_target:
-        record["warning"] = f"KL {record['kl']:.4f} above target {args.kl_target}"
+    if record["kl"] > kl_target:
+        record["warning"] = f"KL {record['kl']:.4f} above target {kl_target}"
     return record
 
 
-def plot_curve(history: list[dict[str, Any]], path: Path, args: TrainArgs | None = None) -> None:
+def plot_curve(history: list[dict[str, Any]], path: Path, watch: GuardArgs | None = None) -> None:
     """Learning curve: training success (and held-out success) and KL per step; the guard's
-    rollbacks as vertical lines, KL's warning level and limit (``args``) and a changing
+    rollbacks as vertical lines, KL's warning level and limit (``watch``) and a changing
     learning rate on the KL panel."""
     if not history:
         return
@@ -155,11 +170,11 @@ def plot_curve(history: list[dict[str, Any]], path: Path, args: TrainArgs | None
     ax1.set_ylim(-0.02, 1.02)
     kls = [h["kl"] for h in history]
     ax2.plot(steps, kls, color="tab:red", label="KL to reference")
-    if args is not None:
+    if watch is not None:
         top = max(kls)
-        ax2.axhline(args.kl_target, color="tab:orange", ls=":", label="KL warning (--kl-target)")
-        if args.kl_limit <= 2 * top:
-            ax2.axhline(args.kl_limit, color="black", ls=":", label="guard limit (--kl-limit)")
+        ax2.axhline(watch.kl_target, color="tab:orange", ls=":", label="KL warning (--kl-target)")
+        if watch.kl_limit <= 2 * top:
+            ax2.axhline(watch.kl_limit, color="black", ls=":", label="guard limit (--kl-limit)")
     for i, h in enumerate(h for h in history if "guard" in h):
         for ax in (ax1, ax2):
             ax.axvline(

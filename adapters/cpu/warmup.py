@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from teamgym.adapters.agents.chat import cut_at_stop, forced_reply
-from teamgym.adapters.cpu.args import TrainArgs, check_warmup_teachers
+from teamgym.adapters.cpu.args import EvalArgs, WarmupArgs
 from teamgym.adapters.cpu.grpo import receptive_field
 from teamgym.adapters.cpu.rollout import evaluate_metrics
 from teamgym.envs.lineup import Lineup
@@ -28,64 +28,53 @@ __all__ = ["format_warmup", "warm_up", "warmup_examples"]
 Example = tuple[list[int], int]
 
 
-def warm_up(args: TrainArgs, run: Path) -> str:
-    """The model GRPO starts from: ``args.model``, or the warm-up model in ``run`` (trained
-    once; ``warmup.json`` records its loss, time and held-out figures)."""
+def warm_up(warmup: WarmupArgs, evaluation: EvalArgs, run: Path) -> str:
+    """The model GRPO starts from: ``warmup.rollout.model``, or the warm-up model in ``run``
+    (trained once; ``warmup.json`` records its loss, time and held-out figures under
+    ``evaluation``)."""
     from transformers import AutoTokenizer
 
-    if args.warmup_steps <= 0:
-        return args.model
+    if warmup.steps <= 0:
+        return warmup.rollout.model
     model_dir = run / "warmup_model"
     if not (model_dir / "config.json").exists():
         began, cpu_began = time.perf_counter(), time.process_time()
-        info: dict[str, Any] = format_warmup(
-            args,
-            model_dir,
-            steps=args.warmup_steps,
-            lr=args.warmup_lr,
-            teacher=args.warmup_policy,
-            episodes=args.warmup_episodes,
-            prompts=args.warmup_prompts,
-        )
-        info["teacher"] = args.warmup_policy
-        if args.warmup_teachers:
-            info["agent_teachers"] = dict(args.warmup_teachers)
+        info: dict[str, Any] = format_warmup(warmup, model_dir)
+        info["teacher"] = warmup.teacher
+        if warmup.teachers:
+            info["agent_teachers"] = dict(warmup.teachers)
         info["seconds"] = time.perf_counter() - began
         info["cpu_seconds"] = time.process_time() - cpu_began
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        held_out = evaluate_metrics(
-            str(model_dir), tokenizer, args, args.eval_episodes, seed=HELD_OUT_SET
-        )
+        held_out = evaluate_metrics(str(model_dir), tokenizer, evaluation, seed=HELD_OUT_SET)
         info["eval_success"], info["eval"] = held_out["success"], held_out
         (run / "warmup.json").write_text(json.dumps(info, indent=2) + "\n")
     return str(model_dir)
 
 
 def warmup_examples(
-    args: TrainArgs,
-    tokenizer: Any,
-    episodes: int,
-    teacher: str = "random",
-    field: int | None = None,
+    warmup: WarmupArgs, tokenizer: Any, episodes: int, field: int | None = None
 ) -> list[Example]:
-    """Every turn of the trained agents in ``episodes`` episodes played by the ``teacher``
-    baseline (an agent in ``args.warmup_teachers`` by its own teacher, teammates by theirs),
-    as examples whose prompt is the agent's chat so far,
-    rendered as the agent loop renders it and cut on the left to ``args.prompt_length``, or to
-    the model's receptive ``field`` when shorter (the same logits, fewer tokens).
+    """Every turn of the trained agents in ``episodes`` episodes played by the
+    ``warmup.teacher`` baseline (an agent in ``warmup.teachers`` by its own teacher, teammates
+    by theirs), as examples whose prompt is the agent's chat so far, rendered as the agent loop
+    renders it and cut on the left to ``rollout.prompt_length`` (``rollout`` is
+    ``warmup.rollout``), or to the model's receptive ``field`` when shorter (the same logits,
+    fewer tokens).
 
     The trained agents' replies end as the trainer's rollouts end: cut after the first of
-    ``args.stop``, and under ``forced_moves="auto"`` a turn with a single valid action is the
-    forced move (the trainer plays it without the model) and no example. A ``checkpoint:``
-    teacher answers greedily (its held-out replies) within ``args.max_reply_tokens`` and
-    ``args.prompt_length`` under the same rules."""
+    ``rollout.stop``, and under ``forced_moves="auto"`` a turn with a single valid action is
+    the forced move (the trainer plays it without the model) and no example. A ``checkpoint:``
+    teacher answers greedily (its held-out replies) within ``rollout.max_reply_tokens`` and
+    ``rollout.prompt_length`` under the same rules."""
     from teamgym.envs import make
 
-    env = make(args.env, **args.env_kwargs)
-    check_warmup_teachers(args, list(env.possible_agents))
-    teachers, mates = _lineups(args, env, teacher)
-    forced = args.forced_moves == "auto"  # turns the trainer plays without the model
-    context = args.prompt_length
+    rollout = warmup.rollout
+    env = make(rollout.env, **rollout.env_kwargs)
+    warmup.check_teachers(list(env.possible_agents))
+    teachers, mates = _lineups(warmup, env)
+    forced = rollout.forced_moves == "auto"  # turns the trainer plays without the model
+    context = rollout.prompt_length
     if field is not None:
         context = min(context, field)
     examples: list[Example] = []
@@ -102,7 +91,7 @@ def warmup_examples(
                     continue
                 reply = teachers.act(a, obs[a], infos[a])  # a stateful teacher sees every turn
                 move = forced_reply(infos[a].get("valid_actions", ())) if forced else None
-                replies[a] = move if move is not None else cut_at_stop(reply, args.stop)
+                replies[a] = move if move is not None else cut_at_stop(reply, rollout.stop)
                 chats[a].append({"role": "user", "content": obs[a]})
                 if move is None:
                     examples.append(_example(tokenizer, chats[a], replies[a], context))
@@ -112,27 +101,28 @@ def warmup_examples(
     return examples
 
 
-def _lineups(args: TrainArgs, env: Any, teacher: str) -> tuple[Lineup, Lineup]:
+def _lineups(warmup: WarmupArgs, env: Any) -> tuple[Lineup, Lineup]:
     """The warm-up's (teachers, teammates), bound to ``env``, both under the training seed rule
     (every policy resets with the episode seed). A trained agent is taught by its own teacher
-    in ``args.warmup_teachers``, else by ``teacher``; agents with the same teacher share it. A
-    ``checkpoint:`` teacher's greedy replies end as the trainer's rollouts end
-    (``args.max_reply_tokens``, ``args.stop``, ``args.forced_moves``; its chat cut to
-    ``args.prompt_length``); teammates play as the trainer's hub plays them."""
-    trained = [a for a in env.possible_agents if a not in args.teammates]
-    seats = {a: args.warmup_teachers.get(a, teacher) for a in trained}
+    in ``warmup.teachers``, else by ``warmup.teacher``; agents with the same teacher share it.
+    A ``checkpoint:`` teacher's greedy replies end as the trainer's rollouts end (the
+    rollout's ``max_reply_tokens``, ``stop``, ``forced_moves``; its chat cut to
+    ``prompt_length``); teammates play as the trainer's hub plays them."""
+    rollout = warmup.rollout
+    trained = [a for a in env.possible_agents if a not in rollout.teammates]
+    seats = {a: warmup.teachers.get(a, warmup.teacher) for a in trained}
     teachers = Lineup.build(
-        args.env,
+        rollout.env,
         seats,
-        seed=args.seed,
+        seed=warmup.seed,
         share=True,
         first_slot=None,
-        max_reply_tokens=args.max_reply_tokens,
-        max_prompt_tokens=args.prompt_length,
-        stop=args.stop,
-        forced_moves=args.forced_moves,
+        max_reply_tokens=rollout.max_reply_tokens,
+        max_prompt_tokens=rollout.prompt_length,
+        stop=rollout.stop,
+        forced_moves=rollout.forced_moves,
     )
-    mates = Lineup.build(args.env, dict(args.teammates), seed=args.seed, first_slot=None)
+    mates = Lineup.build(rollout.env, dict(rollout.teammates), seed=warmup.seed, first_slot=None)
     return teachers.bind(env), mates.bind(env)
 
 
@@ -145,34 +135,29 @@ def _example(tokenizer: Any, chat: list[dict[str, str]], reply: str, prompt_leng
 
 
 def format_warmup(
-    args: TrainArgs,
-    out_dir: str | Path,
-    steps: int = 300,
-    batch_size: int = 16,
-    lr: float = 1e-3,
-    teacher: str = "random",
-    episodes: int = 0,
-    prompts: bool = False,
+    warmup: WarmupArgs, out_dir: str | Path, batch_size: int = 16
 ) -> dict[str, float]:
-    """Supervised pass on the ``teacher``'s replies (see the module docstring) from
-    ``episodes`` episodes (0: ``steps * batch_size / 8``), with the prompts scored too when
-    ``prompts``: ``args.model`` in, ``out_dir`` out; returns the first and last loss and the
-    number of examples."""
+    """``warmup.steps`` supervised steps of ``batch_size`` examples at ``warmup.lr`` on the
+    teachers' replies (see the module docstring) from ``warmup.episodes`` episodes (0:
+    ``max(64, steps * batch_size / 8)``), with the prompts scored too when
+    ``warmup.prompts``: ``warmup.rollout.model`` in, ``out_dir`` out; returns the first and
+    last loss and the number of examples."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    torch.manual_seed(args.seed)
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForCausalLM.from_pretrained(args.model)
+    torch.manual_seed(warmup.seed)
+    tokenizer = AutoTokenizer.from_pretrained(warmup.rollout.model)
+    model = AutoModelForCausalLM.from_pretrained(warmup.rollout.model)
     field = receptive_field(model.config)
-    episodes = episodes or max(64, steps * batch_size // 8)
-    examples = warmup_examples(args, tokenizer, episodes, teacher, field)
-    optim = torch.optim.AdamW(model.parameters(), lr=lr)
-    rng = np.random.default_rng(args.seed)
+    episodes = warmup.episodes or max(64, warmup.steps * batch_size // 8)
+    examples = warmup_examples(warmup, tokenizer, episodes, field)
+    optim = torch.optim.AdamW(model.parameters(), lr=warmup.lr)
+    rng = np.random.default_rng(warmup.seed)
     model.train()
     losses = []
-    for _ in range(steps):
+    for _ in range(warmup.steps):
         pick = [examples[int(i)] for i in rng.integers(len(examples), size=batch_size)]
-        loss = model(**_padded_batch(pick, tokenizer.pad_token_id, prompts), use_cache=False).loss
+        batch = _padded_batch(pick, tokenizer.pad_token_id, warmup.prompts)
+        loss = model(**batch, use_cache=False).loss
         optim.zero_grad()
         loss.backward()
         optim.step()

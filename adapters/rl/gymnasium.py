@@ -84,7 +84,9 @@ class _BaselineTeammate:
         valid = list(info.get("valid_actions", []))
         reply = self.policy.act(agent, VIEWS["text"].observe(raw, agent, valid), info)
         action, message, error = VIEWS["text"].decode(raw, agent, reply, valid)
-        n = int(raw.action_space(agent).n)
+        space = raw.action_space(agent)
+        assert isinstance(space, spaces.Discrete), "vector mode's action space is Discrete"
+        n = int(space.n)
         if error is not None:
             return n  # out of range: the env penalises it like an unusable text reply
         words = set((message or "").split())
@@ -178,7 +180,10 @@ class TeamGymEnv(gymnasium.Env):
 
     def _inner(self, space: spaces.Space) -> spaces.Space:
         """The observation part of vector mode's Dict (the mask goes to ``info``)."""
-        return space["observation"] if self._masked else space
+        if not self._masked:
+            return space
+        assert isinstance(space, spaces.Dict), "a masked observation space is a Dict"
+        return space["observation"]
 
     def _split(self, agent: str) -> tuple[Any, Any]:
         """(observation, mask or None) of ``agent``'s latest observation."""

@@ -55,6 +55,8 @@ class LocalModelServer:
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        self.model: Any  # a Hugging Face causal LM, loaded here or handed in
+        self.tokenizer: Any
         if isinstance(model_dir, (str, Path)):
             self.model = AutoModelForCausalLM.from_pretrained(model_dir)
             self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -80,6 +82,7 @@ class LocalModelServer:
             f"{self.seed}/{request_id}/{len(prompt_ids)}/{prompt_ids[-8:]}".encode()
         ).digest()
         loop = asyncio.get_running_loop()
+        future: asyncio.Future[tuple[list[int], list[float]]] = loop.create_future()
         request = _Request(
             prompt_ids=list(prompt_ids),
             max_tokens=int(sampling_params.get("max_tokens", 64)),
@@ -88,13 +91,13 @@ class LocalModelServer:
             generator=torch.Generator().manual_seed(
                 int.from_bytes(key[:8], "little") & (2**63 - 1)
             ),
-            future=loop.create_future(),
+            future=future,
             stop=tuple(s for s in (sampling_params.get("stop") or ()) if s),
         )
         self._pending.append(request)
         if self._worker is None or self._worker.done():
             self._worker = loop.create_task(self._serve())
-        tokens, logprobs = await request.future
+        tokens, logprobs = await future
         return TokenOutput(token_ids=tokens, log_probs=logprobs, stop_reason="completed")
 
     async def _serve(self) -> None:
@@ -117,12 +120,14 @@ class LocalModelServer:
                 )
             except BaseException as exc:  # fail these calls, keep serving the others
                 for r in batch:
+                    assert r.future is not None  # generate() gives every request one
                     if not r.future.done():
                         r.future.set_exception(exc)
                 if isinstance(exc, asyncio.CancelledError):
                     raise
                 continue
             for r, result in zip(batch, results, strict=True):
+                assert r.future is not None
                 if not r.future.done():
                     r.future.set_result(result)
 

@@ -9,7 +9,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from teamgym.benchmarks.commands.common import add_env_arg, check_envs, env_kwargs, positive_int
+from teamgym.benchmarks.commands.common import (
+    add_env_arg,
+    check_envs,
+    env_kwargs,
+    non_negative_int,
+    positive_int,
+)
 from teamgym.benchmarks.commands.tables import baselines_table
 from teamgym.names import EVAL_SEED_BASE
 
@@ -30,7 +36,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="episodes per (env, baseline)",
     )
     p.add_argument(
-        "--seed", type=int, default=EVAL_SEED_BASE, metavar="N", help="first evaluation seed"
+        "--seed",
+        type=non_negative_int,
+        default=EVAL_SEED_BASE,
+        metavar="N",
+        help="first evaluation seed",
     )
     add_env_arg(p)
     p.add_argument("--out", metavar="FILE", help="also write the results as JSON to this file")

@@ -9,6 +9,7 @@ runs reproduced each other, episode by episode (exit 1 when not); ``bench perf``
 from __future__ import annotations
 
 import argparse
+import time
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,7 @@ from teamgym.benchmarks.commands.common import (
     CommandError,
     bad_input,
     non_negative_int,
+    port,
     positive_int,
 )
 from teamgym.benchmarks.results import CorruptRunError
@@ -39,6 +41,15 @@ if TYPE_CHECKING:
     from teamgym.benchmarks.runner import RunProgress
 
 NAME = "bench"
+
+#: ``bench run``'s exit status when episodes errored (``bench compare`` uses 1, usage errors 2)
+EXIT_ERRORED = 3
+
+_RUN_EPILOG = (
+    "exit status: 0 when every episode finished; "
+    f"{EXIT_ERRORED} when episodes errored (the reasons are in RUN_DIR/report.md and "
+    "results.jsonl; --allow-errors makes it 0); 2 for bad input; 130 when interrupted"
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -64,7 +75,9 @@ def _add_run(inner: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = inner.add_parser(
         "run",
         help="play a suite; write results.jsonl, summary.json, report.md and plots",
-        description=__doc__.split("\n", 1)[0],
+        description="Play a suite into RUN_DIR and print the results table; the same command "
+        "after a kill resumes.",
+        epilog=_RUN_EPILOG,
     )
     p.add_argument(
         "suite",
@@ -101,8 +114,13 @@ def _add_run(inner: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "--save-observations", action="store_true", help="keep observations in trajectories.jsonl"
     )
-    p.add_argument("--metrics-port", type=int, help="serve Prometheus gauges on this port")
+    p.add_argument("--metrics-port", type=port, help="serve Prometheus gauges on this port")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--allow-errors",
+        action="store_true",
+        help=f"exit 0 even when episodes errored (default: exit {EXIT_ERRORED})",
+    )
     return p
 
 
@@ -128,7 +146,12 @@ class _Live:
     def planned(self, todo: RunProgress, run_dir: Path) -> None:
         """Start the bar where a resumed run stands."""
         self.progress.update(self.task, completed=todo.done)
-        if todo.done:
+        if todo.done and not todo.todo:
+            self.console.print(
+                f"{run_dir} is complete: all {todo.total} episodes done; nothing to play",
+                markup=False,
+            )
+        elif todo.done:
             self.console.print(
                 f"resuming {run_dir}: {todo.done} of {todo.total} episodes done", markup=False
             )
@@ -163,7 +186,20 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         )
         check_agents(suite)
     run_dir = Path(args.out or Path("runs") / suite.name)
-    live = _Live(console, suite.name, len(suite), args.quiet, record_exporter(args.metrics_port))
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CommandError(
+            f"cannot create the run directory {run_dir} ({exc.strerror}); pass another --out"
+        ) from None
+    try:
+        export = record_exporter(args.metrics_port)
+    except OSError as exc:  # the port is taken, or not ours to take
+        raise CommandError(
+            f"cannot serve metrics on port {args.metrics_port} ({exc.strerror or exc}); "
+            "pick another --metrics-port"
+        ) from None
+    live = _Live(console, suite.name, len(suite), args.quiet, export)
     try:
         with live.progress, bad_input(RunDirError, CorruptRunError), warnings.catch_warnings():
             warnings.simplefilter("always")
@@ -184,13 +220,25 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             markup=False,
         )
         return 130
-    return _print_report(run_dir, console)
+    errored = _print_report(run_dir, console)
+    if errored and not args.allow_errors:
+        console.print(
+            f"[red]error:[/red] {errored} of {len(suite)} episodes errored; the reasons are in "
+            f"{escape(str(run_dir / 'report.md'))} and {escape(str(run_dir / 'results.jsonl'))} "
+            f"(exit status {EXIT_ERRORED}; --allow-errors exits 0)",
+            soft_wrap=True,
+        )
+        return EXIT_ERRORED
+    return 0
 
 
 def _print_report(run_dir: Path, console: Console) -> int:
+    """Write and print the run's report; returns how many episodes errored."""
     from teamgym.benchmarks.report import columns_and_rows, write_report
 
+    started = time.time_ns() - 100_000_000  # file times may lag the clock by a tick
     rows = write_report(run_dir)
+    plots = [p.name for p in sorted(run_dir.glob("*.png")) if p.stat().st_mtime_ns >= started]
     table = Table(title=escape(str(run_dir)), box=box.SIMPLE_HEAD, pad_edge=False)
     columns, cells = columns_and_rows(rows)
     for col in columns:
@@ -209,13 +257,15 @@ def _print_report(run_dir: Path, console: Console) -> int:
             f"{escape(str(run_dir / 'report.md'))}); "
             "run the same command again to retry them"
         )
-    console.print(f"results, summary.json, report.md and plots in {run_dir}", markup=False)
-    return 0
+    written = f"report.md and plots ({', '.join(plots)})" if plots else "report.md (no plots)"
+    console.print(f"results, summary.json, {written} in {run_dir}", markup=False)
+    return errored
 
 
 def _report(args: argparse.Namespace, console: Console) -> int:
     with bad_input(FileNotFoundError, CorruptRunError):
-        return _print_report(Path(args.run_dir), console)
+        _print_report(Path(args.run_dir), console)
+    return 0
 
 
 def _compare(args: argparse.Namespace, console: Console) -> int:

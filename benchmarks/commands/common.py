@@ -23,6 +23,7 @@ __all__ = [
     "env_kwargs",
     "non_negative_int",
     "parse_pairs",
+    "port",
     "positive_int",
     "teammates",
     "warmup_teachers",
@@ -63,6 +64,14 @@ def positive_int(text: str) -> int:
 def non_negative_int(text: str) -> int:
     """``type=`` of a count flag that may be 0."""
     return _int_at_least(0, text)
+
+
+def port(text: str) -> int:
+    """``type=`` of a TCP port flag: 0 (a free port) to 65535, else a usage error."""
+    value = _int_at_least(0, text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {value}")
+    return value
 
 
 def parse_pairs(

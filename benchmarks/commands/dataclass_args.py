@@ -34,7 +34,9 @@ class Custom:
 def field_docs(cls: type) -> dict[str, str]:
     """The docstring under each field of ``cls``, on one line and without reST quotes (Python
     keeps no field docstrings at run time, so they are read from the source)."""
-    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
+    class_def = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
+    assert isinstance(class_def, ast.ClassDef), f"{cls.__name__}'s source is not a class"
+    body = class_def.body
     docs = {}
     for node, doc in itertools.pairwise(body):
         if (
@@ -73,8 +75,9 @@ def _add_field(
             raise TypeError(f"{field.name}: a bool flag is a switch, so its default must be False")
         parser.add_argument(flag, action="store_true", help=doc)
     elif typing.get_origin(hint) is list:
-        shown = " ".join(default) if default else "none"
-        help = f"{doc} (repeatable; default: {shown}; '' for none)"
+        # an empty default needs no word: the field's docstring says what none means
+        shown = f"; default: {' '.join(default)}; '' for none" if default else ""
+        help = f"{doc} (repeatable{shown})"
         parser.add_argument(flag, action="append", default=None, help=help)
     else:
         kind, choices = _scalar(field.name, hint)

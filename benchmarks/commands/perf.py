@@ -82,6 +82,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
     for table in tables(report):
         console.print(table)
     out = Path(settings.out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CommandError(
+            f"cannot create {out.parent} ({exc.strerror}); pass another --out"
+        ) from None
     out.write_text(json.dumps(dataclasses.asdict(report), indent=2) + "\n")
     console.print(f"wrote {out.resolve()}")
     if old is not None:
@@ -188,9 +194,9 @@ def _speed(report: PerfReport) -> Table:
         table.add_row(
             env_id,
             str(n),
-            *(_num(r and r.us_per_agent_step) for r in modes),
-            *(_num(r and r.us_per_reset, "{:.0f}") for r in modes),
-            *(_num(r and r.obs_share, "{:.0%}") for r in modes),
+            *(_num(r.us_per_agent_step if r else None) for r in modes),
+            *(_num(r.us_per_reset if r else None, "{:.0f}") for r in modes),
+            *(_num(r.obs_share if r else None, "{:.0%}") for r in modes),
         )
     return table
 

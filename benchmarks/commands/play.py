@@ -16,7 +16,13 @@ from rich.markup import escape
 from rich.rule import Rule
 from rich.table import Table
 
-from teamgym.benchmarks.commands.common import CommandError, add_env_arg, bad_input, env_kwargs
+from teamgym.benchmarks.commands.common import (
+    CommandError,
+    add_env_arg,
+    bad_input,
+    env_kwargs,
+    non_negative_int,
+)
 from teamgym.benchmarks.human import HOW_TO_REPLY, typed_reply
 from teamgym.envs.metrics import EpisodeMetrics
 
@@ -33,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         NAME, help="play one agent yourself in the terminal; baselines play the rest"
     )
-    p.add_argument("env", help="env id, e.g. signal-v0")
+    p.add_argument("env", help="env id, e.g. signal-v1")
     p.add_argument(
         "--agent", metavar="AGENT", help="the agent you play, e.g. robot_1 (default: the first)"
     )
@@ -43,7 +49,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="baseline playing the other agents (default: the env's expert if it has one, "
         "else random)",
     )
-    p.add_argument("--seed", type=int, default=0, metavar="N", help="episode seed")
+    p.add_argument("--seed", type=non_negative_int, default=0, metavar="N", help="episode seed")
     add_env_arg(p)
     return p
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from teamgym.benchmarks.commands.common import CommandError
+from teamgym.benchmarks.commands.common import CommandError, port
 
 NAME = "serve"
 
@@ -24,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument("model_dir", metavar="MODEL_DIR", help="a Hugging Face model directory")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    p.add_argument("--port", type=int, default=8000, help="port to listen on (0: a free one)")
+    p.add_argument("--port", type=port, default=8000, help="port to listen on (0: a free one)")
     p.add_argument(
         "--served-model-name",
         metavar="NAME",

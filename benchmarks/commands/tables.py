@@ -55,35 +55,17 @@ def envs_table(registry: Mapping[str, str]) -> Table:
 
 
 def env_args_table(env_id: str) -> Table:
-    """The constructor arguments of one env: name, default, type, and the class declaring it
-    (the env's own first, then the options every text env shares)."""
-    import inspect
+    """The constructor arguments of one env (:func:`teamgym.envs.describe.env_arguments`): name,
+    effective default, type, meaning, and the value each difficulty preset gives."""
+    from teamgym.envs.describe import env_arguments
 
-    from teamgym.envs import spec
-
-    env_spec = spec(env_id)
-    factory = env_spec.load()
-    chain = (
-        [c for c in inspect.getmro(factory) if c is not object and "__init__" in vars(c)]
-        if inspect.isclass(factory)
-        else [factory]
-    )
-    table = _table(
-        f"{env_id} arguments",
-        ("argument", "default", "type", "from"),
-        left=("argument", "default", "type", "from"),
-    )
-    seen = set()
-    for owner in chain:
-        fn = vars(owner)["__init__"] if inspect.isclass(owner) else owner
-        for p in inspect.signature(fn).parameters.values():
-            if p.name in seen or p.name == "self" or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
-                continue
-            seen.add(p.name)
-            default = env_spec.kwargs.get(p.name, p.default)
-            shown = "(required)" if default is inspect.Parameter.empty else repr(default)
-            annotation = "" if p.annotation is inspect.Parameter.empty else str(p.annotation)
-            table.add_row(p.name, escape(shown), escape(annotation), owner.__name__)
+    arguments = env_arguments(env_id)
+    difficulties = list(dict.fromkeys(d for a in arguments for d in a.presets))
+    columns = ("argument", "default", "type", "meaning", *difficulties)
+    table = _table(f"{env_id} arguments", columns, left=columns)
+    for a in arguments:
+        presets = [escape(a.presets.get(d, "")) for d in difficulties]
+        table.add_row(a.name, escape(a.default), escape(a.type), escape(a.meaning), *presets)
     return table
 
 

@@ -26,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         NAME, help="write VERL parquet datasets (one row per episode seed and agent)"
     )
-    p.add_argument("--env", required=True, help="env id, e.g. signal-v0")
+    p.add_argument("--env", required=True, help="env id, e.g. signal-v1")
     add_env_arg(p)
     p.add_argument(
         "--train-episodes", type=positive_int, metavar="N", required=True, help="training episodes"

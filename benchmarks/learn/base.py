@@ -79,14 +79,15 @@ SIGNAL_NAMES = {
 }
 #: The listener learns, the speaker is scripted. The rule is a copy (pick the colour the
 #: message names), and a small model trained from scratch has no copying until a sudden drop
-#: in loss (4 layers: ~520 cloning steps; README: every run that led here). One layer of 128
-#: attending to the last 32 tokens copies after 75-100 cloning steps on every seed, and a GRPO
-#: step takes about 4.5 s on one thread (the 4-layer one 8 s on two); its 400-step format warm-up (random valid picks) teaches
-#: it to pick one of the listed objects. Four mini-batches a step give GRPO four optimiser
-#: steps per rollout batch, the rate ramped over the first eight; a KL weight of 0.02 to the
-#: warm-up model keeps the colour prior from drifting (at 0.001 some seeds' greedy pick froze
-#: on one colour), and the guard is off: with 16 episodes a step, training success swings
-#: with the batch's targets, and its rollbacks halved the rate of runs that were about to climb.
+#: in loss. One layer of 128 attending to the last 32 tokens (:data:`LISTENER_MODEL`) gets
+#: there several times sooner than four layers, on every seed, and its GRPO steps are cheaper
+#: (the runs are in the README's Learning benchmarks section); its 400-step format warm-up
+#: (random valid picks) teaches it to pick one of the listed objects. Four mini-batches a step
+#: give GRPO four optimiser steps per rollout batch, the rate ramped over the first eight; a KL
+#: weight of 0.02 to the warm-up model keeps the colour prior from drifting (a much weaker one
+#: lets the greedy pick freeze on one colour), and the guard is off: with 16 episodes a step,
+#: training success swings with the batch's targets, and a rollback halves the rate of a run
+#: that was about to climb.
 LISTENER = replace(
     BENCHMARK,
     env_kwargs=SIGNAL_NAMES,

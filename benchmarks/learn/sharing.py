@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -36,7 +36,7 @@ ENV_KWARGS = {
     "endowment": 1,
     "communication": False,
     # a reply that is no command contributes nothing: at the default 0.01 it is a free-ride
-    # that GRPO learned in a few steps (every reply turned to junk, KL 3); at 0.5 it never pays
+    # GRPO finds within a few steps (every reply drifts to junk); at 0.5 it never pays
     "invalid_penalty": 0.5,
 }
 #: The listener's model, with publicgoods text in its tokenizer's corpus.
@@ -52,8 +52,10 @@ SETTINGS = replace(
     eval_every=15,
     eval_episodes=64,
 )
-#: (name, sharing weight, advantage estimator) of each run, in the order they run.
-RUNS: tuple[tuple[str, float, str], ...] = (
+#: A run of the stage: (name, sharing weight, advantage estimator).
+Run = tuple[str, float, Literal["grpo", "team_grpo"]]
+#: Each run, in the order they run.
+RUNS: tuple[Run, ...] = (
     ("w0", 0.0, "grpo"),
     ("w0.7", 0.7, "grpo"),
     ("w1", 1.0, "grpo"),
@@ -70,7 +72,7 @@ def run_sharing(
     out: str | Path,
     seeds: tuple[int, ...] = (0, 1, 2),
     steps: int | None = None,
-    runs: tuple[tuple[str, float, str], ...] = RUNS,
+    runs: tuple[Run, ...] = RUNS,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Every run of ``runs`` for every seed (resuming finished parts); writes ``summary.json``
@@ -132,7 +134,7 @@ def _warmed_up(
         steps=SETTINGS.steps if steps is None else steps,
     )
     RunDir(base.out).start(base)  # its warm-up model is reused only under the same settings
-    start_model = warm_up(base, seed_dir / "warmup")
+    start_model = warm_up(base.warmup, base.evaluation, seed_dir / "warmup")
     warmup = json.loads((seed_dir / "warmup" / "warmup.json").read_text())
     warmup["eval"]["p_contribute"] = contribution_probability(start_model, base)
     warmup["eval"]["sampled_contribution"] = sampled_contribution(start_model, base)
@@ -151,7 +153,7 @@ def sampled_contribution(model_dir: str | Path, args: TrainArgs) -> float:
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     return evaluate_metrics(
-        str(model_dir), tokenizer, args, args.eval_episodes, seed=HELD_OUT_SET, temperature=1.0
+        str(model_dir), tokenizer, args.evaluation, seed=HELD_OUT_SET, temperature=1.0
     )["score"]
 
 

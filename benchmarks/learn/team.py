@@ -32,6 +32,7 @@ from teamgym.benchmarks.learn.base import (
     machine,
     summarize,
 )
+from teamgym.envs.lineup import Lineup
 from teamgym.envs.seeds import eval_seeds
 from teamgym.names import CHECKPOINT_PREFIX
 
@@ -48,8 +49,9 @@ SPEAKER, LISTENER_AGENT = "robot_0", "robot_1"
 #: Phase 1: the listener stage's settings (2 candidates, the expert speaks).
 FIRST = LISTENER
 #: Phase 2: 3 candidates, no teammate, room for a speaker's reply; a gentler rate than phase
-#: 1's (at 1e-3 held-out success stayed at 0.27-0.51 on seed 0). 150 warm-up steps and 40
-#: steps reach 0.8 on seeds 0, 1, 2, 3 of 0-4; 400 warm-up steps did no better (README).
+#: 1's (at phase 1's 1e-3 held-out success stalls far below the target). 150 warm-up steps
+#: and 40 GRPO steps reach the target on most seeds, and a longer warm-up does not help (the
+#: runs are in the README's Learning benchmarks section, team stage).
 TEAM = replace(
     LISTENER,
     env_kwargs={**SIGNAL_NAMES, "num_candidates": 3},
@@ -85,23 +87,27 @@ def speaker_words(policy: str | Path, args: TrainArgs, episodes: int = 64) -> di
     strings as in training: how often a message reaches the listener, how often the speaker's
     action is a legal one, and the messages delivered for each target (the names the env uses,
     or a code of the team's own?)."""
-    from teamgym.adapters.agents.checkpoint import CheckpointPolicy
     from teamgym.envs import make
 
     env = make(args.env, **args.env_kwargs)
-    player = CheckpointPolicy(
-        policy,
+    # one policy, the model, in every seat; it resets with the episode's number (the training
+    # rule: first_slot=None), though greedy replies do not depend on it
+    players = Lineup.build(
+        args.env,
+        dict.fromkeys(env.possible_agents, f"{CHECKPOINT_PREFIX}{policy}"),
+        share=True,
+        first_slot=None,
         max_reply_tokens=args.max_reply_tokens,
         stop=args.stop,
         forced_moves=args.forced_moves,
-    )
+    ).bind(env)
     words: dict[str, Counter[str]] = {}
     talked = legal = 0
     for k, episode_seed in enumerate(eval_seeds(0, episodes)):
         obs, infos = env.reset(seed=episode_seed)
-        player.reset(k)
+        players.reset(k)
         target = _line_after(obs[SPEAKER], "The target is: ") or "?"
-        replies = {a: player.act(a, obs[a], infos[a]) for a in env.agents}
+        replies = {a: players.act(a, obs[a], infos[a]) for a in env.agents}
         obs, _, _, _, infos = env.step(replies)
         events = infos[LISTENER_AGENT]["events"]
         sent = any(e["type"] == "message" and e["sender"] == SPEAKER for e in events)

@@ -14,8 +14,8 @@ size it takes and both observation modes:
   observation; in text mode :meth:`~teamgym.envs.views.TextView.observe` with the game's
   ``_game_observation`` inside it) wrapped in a timer: time inside it over the time inside
   ``step`` and ``reset``. In text mode this is the share spent building text observations. The
-  timer's own call (about 0.3 us per observation) counts in the total, not in the share, so the
-  share is at most a few percent low. Envs not built on ``TextParallelEnv`` get none.
+  timer's own call (a fraction of a microsecond per observation) counts in the total, not in
+  the share, so the share is at most a few percent low. Envs not built on ``TextParallelEnv`` get none.
 
 References, timed the same way in the same run with random actions and their own vector
 observations: the ``lbforaging`` package on foraging-v0's default field (2 players) and
@@ -34,8 +34,8 @@ A single step is a poor witness (observations differ by phase and role: signal-v
 the fitted trend is not; an observation that kept a history would grow by 100 % or more.
 
 A package that is not installed (mpe2, lbforaging, transformers, verl) makes a :class:`Skipped`
-entry with the reason, not an error. These are figures, not timed tests: a shared machine varies
-by +-30 %.
+entry with the reason, not an error. These are figures, not timed tests: on a shared machine
+they vary by tens of percent.
 """
 
 from teamgym.benchmarks.perf.envs import measure, measure_modes

@@ -15,8 +15,8 @@ LBFORAGING, MPE = "lbforaging", "mpe2 simple_spread_v3"
 REFERENCES: tuple[tuple[str, int], ...] = ((LBFORAGING, 2), (MPE, 3), (MPE, 8))
 #: The one env a reference is compared with; references not listed are compared with every env.
 COMPARED_WITH = {LBFORAGING: "foraging-v0"}
-#: Agent-steps per timed run by default (every env, both modes, references and tokens: under 2
-#: minutes on a shared 2-core machine).
+#: Agent-steps per timed run by default: enough for a stable best-of-repeats figure, few enough
+#: that a default run (every env, both modes, references and tokens) takes minutes on a laptop.
 AGENT_STEPS = 5_000
 #: ``--quick``: agent-steps per run (one run, one token episode, a small tokenizer).
 QUICK_AGENT_STEPS = 300
@@ -47,8 +47,8 @@ class PerfArgs:
     verl: bool = False
     """Also time the VERL adapter's overhead over a scripted server's latency (needs verl; builds
     a local model unless --tokenizer names a model directory)."""
-    out: str = "perf.json"
-    """JSON file the results are written to."""
+    out: str = "runs/perf.json"
+    """JSON file the results are written to (its directory is created)."""
 
 
 @dataclass(frozen=True)

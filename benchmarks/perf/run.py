@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 from teamgym.benchmarks.perf.envs import measure_modes
 from teamgym.benchmarks.perf.references import measure_lbforaging, measure_mpe, ratios
@@ -27,7 +28,9 @@ def measure_verl(model_dir: str | None = None, small: bool = False) -> VerlOverh
     (:func:`~teamgym.benchmarks.verl_throughput.measure_throughput`); ImportError without verl."""
     from teamgym.benchmarks.verl_throughput import measure_throughput
 
-    size = {"episodes": 2, "num_agents": 2, "num_rounds": 1, "latency": 0.01} if small else {}
+    size: dict[str, Any] = (
+        {"episodes": 2, "num_agents": 2, "num_rounds": 1, "latency": 0.01} if small else {}
+    )
     (r,) = measure_throughput(**size, model_dir=model_dir, servers=("latency",))
     overhead = r.seconds - r.turns * r.latency
     return VerlOverhead(

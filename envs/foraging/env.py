@@ -49,6 +49,19 @@ class ForagingEnv(TextParallelEnv):
     Each item is a subtask (attempted on a load try, completed by its loaders); success means
     the field was cleared, ``score`` is the share of item levels loaded.
 
+    Args:
+        num_agents: team size, 2..8 (at most 4 with ``force_coop``).
+        difficulty: a named setting of the arguments below (default ``medium``); explicit
+            arguments override it.
+        size: the field is ``size`` x ``size`` cells, 4..20.
+        num_items: items on the field, 1..10.
+        max_agent_level: agents' levels are drawn from 1..this, at most 5.
+        max_item_level: items' levels are drawn up to this (None: the sum of the three
+            lowest agent levels).
+        force_coop: every item's level is the sum of all agents' levels (the whole team must
+            load it together).
+        sight: how many cells around it an agent sees (None: the whole field).
+
     >>> env = ForagingEnv(num_agents=2, difficulty="easy")
     >>> obs, infos = env.reset(seed=1)
     >>> print(obs["robot_0"].splitlines()[1])
@@ -71,8 +84,7 @@ class ForagingEnv(TextParallelEnv):
         sight: int | Literal["preset"] | None = "preset",
         **base: Any,
     ) -> None:
-        """See the class docstring; ``difficulty`` picks a named setting (default ``medium``)
-        and ``base`` takes the common options of ``TextParallelEnv``."""
+        """Rules in the class docstring; ``base`` takes the common options of ``TextParallelEnv``."""
         super().__init__(num_agents, **base)
         given = {"size": size, "num_items": num_items, "max_agent_level": max_agent_level,
                  "force_coop": force_coop}  # fmt: skip

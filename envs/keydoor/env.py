@@ -45,6 +45,17 @@ class KeyDoorEnv(TextParallelEnv):
     (``holder``), who crossed (``fetcher``) and who did neither (``idle``), so role
     specialisation across episodes can be counted.
 
+    Args:
+        num_agents: team size, 2..8.
+        difficulty: a named setting of the arguments below (default ``medium``); explicit
+            arguments override it.
+        room_size: width of each room in cells, 2..10.
+        room_height: height of each room in cells, 2..10.
+        with_key: the door is also locked; a key in the west room must be carried into the
+            doorway once.
+        fixed_layout: the plate, door and key stay in place (only the starts and the
+            treasure are drawn).
+
     >>> env = KeyDoorEnv(num_agents=2, difficulty="easy")
     >>> obs, infos = env.reset(seed=0)
     >>> "The door is closed" in obs["robot_0"], sorted(infos["robot_0"]["valid_actions"])[:2]
@@ -66,9 +77,7 @@ class KeyDoorEnv(TextParallelEnv):
         fixed_layout: bool | None = None,
         **base: Any,
     ) -> None:
-        """See the class docstring; ``difficulty`` picks a named setting (default ``medium``),
-        ``fixed_layout`` keeps the plate, door and key in place (only starts and the treasure
-        are drawn); ``base`` takes the common options of ``TextParallelEnv``."""
+        """Rules in the class docstring; ``base`` takes the common options of ``TextParallelEnv``."""
         super().__init__(num_agents, **base)
         given = {"room_size": room_size, "room_height": room_height, "with_key": with_key,
                  "fixed_layout": fixed_layout}  # fmt: skip
@@ -141,8 +150,8 @@ class KeyDoorEnv(TextParallelEnv):
         holders = self._on_plate()
         targets = {a: self._target(a, m) if m in MOVES else None for a, m in actions.items() if m}
         for agent, action in actions.items():
-            if action in MOVES and targets[agent] is not None:
-                before, self.pos[agent] = self.pos[agent], targets[agent]
+            if action in MOVES and (target := targets[agent]) is not None:
+                before, self.pos[agent] = self.pos[agent], target
                 feedback[agent] = f"You moved {action}."
                 events += self._moved(agent, before, holders)
             elif action == "take":

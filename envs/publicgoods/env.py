@@ -46,6 +46,16 @@ class PublicGoodsEnv(TextParallelEnv):
     ``score >= 0.9``; extras: ``mean_contribution`` and ``free_riding_rate`` (zero
     contributions).
 
+    Args:
+        num_agents: team size, 2..8.
+        difficulty: a named setting of the arguments below (default ``medium``); explicit
+            arguments override it.
+        num_rounds: rounds per episode.
+        multiplier: the pot's mean multiplier (the dilemma needs 1 < multiplier < team size).
+        multiplier_spread: each round's multiplier is drawn from ``multiplier`` +- this, in
+            steps of 0.1; 0 keeps it fixed.
+        endowment: coins each agent receives per round, 1..20.
+
     >>> env = PublicGoodsEnv(num_agents=2, num_rounds=1, multiplier_spread=0, communication=False)
     >>> obs, infos = env.reset(seed=0)
     >>> infos["robot_0"]["valid_actions"][:3]
@@ -70,9 +80,8 @@ class PublicGoodsEnv(TextParallelEnv):
         endowment: int | None = None,
         **base: Any,
     ) -> None:
-        """See the class docstring; ``difficulty`` picks a named setting (default ``medium``)
-        and ``base`` takes the common options of ``TextParallelEnv`` (``communication`` among
-        them)."""
+        """Rules in the class docstring; ``base`` takes the common options of ``TextParallelEnv``
+        (``communication`` adds a talk phase to every round)."""
         super().__init__(num_agents, **base)
         given = {"num_rounds": num_rounds, "multiplier": multiplier, "endowment": endowment,
                  "multiplier_spread": multiplier_spread}  # fmt: skip

@@ -84,6 +84,19 @@ class SignalEnv(TextParallelEnv):
     Success means every pick of the episode was right; the outcome ``score`` is the fraction
     of right picks.
 
+    Args:
+        num_agents: team size (one speaker, the others listen), 2..8.
+        num_candidates: objects each listener chooses among (chance is 1 / this).
+        num_attributes: attributes per object (size, colour, shape, ...).
+        num_values: values per attribute.
+        num_rounds: rounds per episode (two steps each: talk, then pick).
+        word_budget: most words a speaker's message may have.
+        speaker: ``rotating`` (a new speaker each round) or ``fixed`` (always ``robot_0``).
+        listener_order: ``shuffled`` (each listener its own order) or ``sorted`` (one
+            order for all: a curriculum stage).
+        pick_by: listeners pick by ``number`` in their list or by ``name`` (the object's
+            words).
+
     >>> env = SignalEnv(num_agents=2, num_rounds=1)
     >>> obs, infos = env.reset(seed=3)
     >>> infos["robot_0"]["valid_actions"], infos["robot_1"]["valid_actions"]
@@ -113,9 +126,7 @@ class SignalEnv(TextParallelEnv):
         pick_by: Literal["number", "name"] = "number",
         **base: Any,
     ) -> None:
-        """See the class docstring; ``base`` takes the common options of ``TextParallelEnv``
-        (``obs_mode``, ``max_steps``, ``message_max_tokens``, ``tokenizer``,
-        ``invalid_penalty``, ``communication``, ``render_mode``)."""
+        """Rules in the class docstring; ``base`` takes the common options of ``TextParallelEnv``."""
         super().__init__(num_agents, **base)
         _check_options(
             num_candidates, num_attributes, num_values, num_rounds, word_budget,

@@ -51,6 +51,22 @@ class ThorAssemblyEnv(TextParallelEnv):
     ``plan_template`` and answers one line per subtask (``fetch Mug -> robot_1``); the parsed plan
     is shown to every robot and scored (coverage, balance, adherence in the metrics).
 
+    Args:
+        num_agents: robots, 2..8.
+        recipe: the product to build: a name from the recipes file, or ``random`` (drawn
+            per episode).
+        recipes: a YAML file of your own recipes (default: the shipped ``recipes.yaml``).
+        scene: an iTHOR room, ``FloorPlanN`` (default: drawn from the eligible ones).
+        backend: ``symbolic`` (pure Python) or ``thor`` (a real AI2-THOR build).
+        backend_options: keyword arguments for the backend's controller.
+        defect_rate: chance that a connection is faulty (only the inspection shows it).
+        num_heavy: heavy parts per episode (two robots must lift and carry each).
+        planning: episodes open with a planning step (a plan reply, then the task).
+        plan_template: the planning step's prompt.
+        travel_speed: grid cells a robot travels per step.
+        success_reward: each robot's reward when the product passes inspection.
+        subtask_reward: the reward of the robots that complete a subtask.
+
     >>> env = ThorAssemblyEnv(num_agents=2, recipe="breakfast_tray")
     >>> obs, infos = env.reset(seed=0)
     >>> "Task: build a breakfast tray" in obs["robot_0"]
@@ -84,11 +100,7 @@ class ThorAssemblyEnv(TextParallelEnv):
         subtask_reward: float = 0.1,
         **base: Any,
     ) -> None:
-        """Args: ``recipe`` (a name from the recipes file, or ``"random"``), ``recipes`` (a YAML
-        file of your own), ``scene`` (``FloorPlanN``; drawn from the eligible ones by default),
-        ``backend`` and ``backend_options``, ``defect_rate``, ``num_heavy`` (heavy parts per
-        episode), ``planning``, ``plan_template``, ``travel_speed`` (grid cells per step), the
-        rewards; ``base`` takes ``TextParallelEnv``'s options."""
+        """Rules in the class docstring; ``base`` takes ``TextParallelEnv``'s options."""
         base.setdefault("max_steps", None)
         super().__init__(num_agents, **base)
         self.recipes = load_recipes(recipes)
@@ -191,7 +203,7 @@ class ThorAssemblyEnv(TextParallelEnv):
         starts = episode.start_cells(scene, len(self.possible_agents), rng)
         for agent, cell in zip(self.possible_agents, starts, strict=True):
             self._thor(agent, "Teleport", position=episode.position_of(cell))
-        connections = [tuple(c) for c in recipe.connections]
+        connections = list(recipe.connections)
         self.assembly = AssemblyState(
             robots=list(self.possible_agents),
             recipe=recipe,

@@ -207,11 +207,10 @@ def put(turn: Turn, robot: str, words: list[str], partner: str | None = None) ->
         return
     if part in state.carry:
         del state.carry[part]
+    part_id = state.part_ids.get(part, "") if part is not None else ""
     for a in team:
         state.successes[a] += 1
-        log.feedback[a] = (
-            f"You put {state.names.get(state.part_ids.get(part, ''), 'it')} in {words[1]}."
-        )
+        log.feedback[a] = f"You put {state.names.get(part_id, 'it')} in {words[1]}."
     if part and target == state.workbench:
         log.events.append(ev.subtask_completed(f"fetch {part}", sorted(team)))
         state.placed_by[part] = sorted(team)

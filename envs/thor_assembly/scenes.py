@@ -171,7 +171,7 @@ class Scene:
     def floor(self) -> frozenset[Cell]:
         """The largest 4-connected set of reachable cells: where robots live (the layouts have
         a few stray cells that no path reaches)."""
-        left, best = set(self.grid), set()
+        left, best = set(self.grid), set[Cell]()
         while left:
             seed = min(left)
             comp, queue = {seed}, deque([seed])

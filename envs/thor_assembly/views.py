@@ -170,7 +170,7 @@ def render_text(state: AssemblyState, num_steps: int) -> str:
         where = (
             f"-> {state.names[state.travel[robot][0]]}"
             if robot in state.travel
-            else (state.names[state.at[robot]] if state.at[robot] else "start")
+            else (state.names[at] if (at := state.at[robot]) else "start")
         )
         rows.append(f"  {robot}: {where}, holding {state.holding_part(robot) or '-'}")
     for part in state.recipe.parts:

@@ -121,10 +121,10 @@ def test_the_hub_plays_a_checkpoint_teammate(model_dir, tokenizer, tmp_path) -> 
         response_length=512,
     )
     worker = AgentLoopWorker(
-        compose_config(args, tmp_path),
+        compose_config(args.rollout, tmp_path),
         ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=1))),
     )
-    out = asyncio.run(worker.generate_sequences(build_batch(args, [11, 12], "train", 2)))
+    out = asyncio.run(worker.generate_sequences(build_batch(args.rollout, [11, 12], "train", 2)))
     assert list(out.non_tensor_batch["teamgym_agent"]) == ["robot_1"] * 4
     for i in range(len(out)):
         info = out.non_tensor_batch["extra_info"][i]

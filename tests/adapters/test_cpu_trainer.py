@@ -274,7 +274,7 @@ def test_warmup_scores_the_prompts_only_when_asked(model_dir, tokenizer, tmp_pat
     from teamgym.adapters.cpu.warmup import _padded_batch, format_warmup, warmup_examples
 
     args = _args(model_dir, tmp_path)
-    examples = warmup_examples(args, tokenizer, episodes=3)
+    examples = warmup_examples(args.warmup, tokenizer, episodes=3)
     replies = _padded_batch(examples, tokenizer.pad_token_id)
     everything = _padded_batch(examples, tokenizer.pad_token_id, prompts=True)
     for b, (ids, n_reply) in enumerate(examples):
@@ -283,7 +283,10 @@ def test_warmup_scores_the_prompts_only_when_asked(model_dir, tokenizer, tmp_pat
         assert (everything["labels"][b, len(ids) :] == -100).all()  # padding is never scored
     assert torch.equal(replies["input_ids"], everything["input_ids"])
 
-    info = format_warmup(args, tmp_path / "lm", steps=20, lr=3e-3, episodes=5, prompts=True)
+    warmup = replace(
+        args, warmup_steps=20, warmup_lr=3e-3, warmup_episodes=5, warmup_prompts=True
+    ).warmup
+    info = format_warmup(warmup, tmp_path / "lm")
     assert info["examples"] == 5
     assert info["last_loss"] < 0.75 * info["first_loss"], "the env's text was learned"
 
@@ -298,8 +301,8 @@ def test_warmup_examples_are_the_teachers_replies_in_the_agent_loop_chat(
     from teamgym.envs import make
     from teamgym.envs.baselines import make_baseline
 
-    args = _args(model_dir, model_dir, env_kwargs={**SMALL, "num_rounds": 2})
-    examples = warmup_examples(args, tokenizer, episodes=6, teacher=teacher)
+    args = _args(model_dir, model_dir, env_kwargs={**SMALL, "num_rounds": 2}, warmup_policy=teacher)
+    examples = warmup_examples(args.warmup, tokenizer, episodes=6)
     # the listener's turns with a choice: 2 rounds x pick (its waits are forced moves)
     assert len(examples) == 6 * 2
     env = make("signal-v0", **args.env_kwargs)
@@ -351,8 +354,9 @@ def test_warmup_teachers_play_their_agents_and_the_teacher_the_others(model_dir,
         env_kwargs={**SMALL, "pick_by": "name", "num_attributes": 1},
         teammates={},
         warmup_teachers={"robot_1": "expert"},
+        warmup_policy="babbler",
     )
-    examples = warmup_examples(args, tokenizer, episodes=8, teacher="babbler")
+    examples = warmup_examples(args.warmup, tokenizer, episodes=8)
     replies = [tokenizer.decode(ids[-n:-1]) for ids, n in examples]
     assert len(replies) == 8 * 2  # the speaker's say, then the listener's pick
     said = [re.fullmatch(r"<say>(.+)</say><action>say</action>", r) for r in replies[0::2]]
@@ -387,8 +391,9 @@ def test_a_checkpoint_teacher_replays_replies_as_rollouts_end(
         teammates={},
         max_reply_tokens=12,
         warmup_teachers={"robot_1": "checkpoint:/stand-in"},
+        warmup_policy="babbler",
     )
-    examples = warmup_examples(args, tokenizer, episodes=5, teacher="babbler")
+    examples = warmup_examples(args.warmup, tokenizer, episodes=5)
     replies = [tokenizer.decode(ids[-n:-1]) for ids, n in examples]
     assert replies[1::2] == ["<action>pick 1</action>"] * 5, replies
     assert len(asked) == 5, "the model answers the pick turns only"
@@ -423,10 +428,11 @@ def test_grpo_update_raises_rewarded_replies_and_lowers_the_others(
 
     args = _args(model_dir, tmp_path / "u", max_reply_tokens=16)
     (tmp_path / "u").mkdir()
-    cfg = compose_config(args, tmp_path / "u")
+    cfg = compose_config(args.rollout, tmp_path / "u", args.update)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     worker = AgentLoopWorker(cfg, ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=3))))
-    out = asyncio.run(worker.generate_sequences(build_batch(args, list(range(6)), "train", 6)))
+    batch = build_batch(args.rollout, list(range(6)), "train", 6)
+    out = asyncio.run(worker.generate_sequences(batch))
     adv, _ = core_algos.compute_grpo_outcome_advantage(
         out.batch["rm_scores"], out.batch["response_mask"], out.non_tensor_batch["uid"]
     )
@@ -460,7 +466,7 @@ def test_grpo_update_raises_rewarded_replies_and_lowers_the_others(
         args, kl_coef=0.0, entropy_coef=0.0, ppo_epochs=epochs, mini_batches=mini_batches
     )
     for k in range(updates):
-        grpo_update(learner, out, settings, seed=k)
+        grpo_update(learner, out, settings.update, seed=k)
     assert steps == updates * epochs * mini_batches
     change = seq_logp() - before
     # the surrogate GRPO raises: advantage-weighted log-likelihood of the batch's replies
@@ -489,13 +495,14 @@ def test_learning_rate_ramps_from_zero_like_verl(model_dir, tmp_path) -> None:
     assert warmup_factor(0, 0) == 1.0
 
     args = _args(model_dir, tmp_path, lr=1e-3, lr_warmup_steps=3, mini_batches=2, kl_coef=0.0)
-    cfg = compose_config(args, tmp_path)
+    cfg = compose_config(args.rollout, tmp_path, args.update)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    learner = load_learner(
-        str(model_dir), args, omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
-    )
+    actor_cfg = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
+    learner = load_learner(str(model_dir), args.update, actor_cfg, args.seed)
     worker = AgentLoopWorker(cfg, LocalModelServer(learner.policy, tokenizer, seed=0))
-    out = asyncio.run(worker.generate_sequences(build_batch(args, [0, 1, 2, 3], "train", 4)))
+    out = asyncio.run(
+        worker.generate_sequences(build_batch(args.rollout, [0, 1, 2, 3], "train", 4))
+    )
     lrs: list[float] = []
     original = learner.optim.step
 
@@ -505,14 +512,14 @@ def test_learning_rate_ramps_from_zero_like_verl(model_dir, tmp_path) -> None:
 
     learner.optim.step = recorded
     start = {k: v.clone() for k, v in learner.policy.state_dict().items()}
-    grpo_update(learner, out, args, step=1, lr=args.lr)  # optimiser steps 0 and 1 of the ramp
+    grpo_update(learner, out, args.update, step=1, lr=args.lr)  # optimiser steps 0, 1 of the ramp
     assert lrs == pytest.approx([0.0, 1e-3 / 3])
-    grpo_update(learner, out, args, step=2, lr=5e-4)  # steps 2 and 3, at a rate the guard halved
+    grpo_update(learner, out, args.update, step=2, lr=5e-4)  # steps 2 and 3, the guard halved it
     assert lrs[2:] == pytest.approx([5e-4 * 2 / 3, 5e-4])
 
     learner.policy.load_state_dict(start)
     learner.optim = torch.optim.AdamW(learner.policy.parameters(), lr=args.lr)
-    grpo_update(learner, out, replace(args, mini_batches=1), step=1)  # one step, at rate 0
+    grpo_update(learner, out, replace(args, mini_batches=1).update, step=1)  # one step, at rate 0
     after = learner.policy.state_dict()
     assert all(torch.equal(start[k], after[k]) for k in start), "a step at rate 0 moved weights"
     assert learner.optim.state, "Adam's moments were filled"
@@ -538,10 +545,10 @@ def test_trimmed_logprobs_equal_the_full_padded_forward(
 
     args = _args(model_dir, tmp_path / "t")
     (tmp_path / "t").mkdir()
-    cfg = compose_config(args, tmp_path / "t")
+    cfg = compose_config(args.rollout, tmp_path / "t")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     worker = AgentLoopWorker(cfg, ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=1))))
-    out = asyncio.run(worker.generate_sequences(build_batch(args, [1, 2, 3], "train", 2)))
+    out = asyncio.run(worker.generate_sequences(build_batch(args.rollout, [1, 2, 3], "train", 2)))
     if window is None:
         model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     else:

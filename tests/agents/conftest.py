@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -61,8 +63,9 @@ class ScriptedChatServer(ThreadingHTTPServer):
     Reply = Reply
     completion = staticmethod(completion)
 
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _ScriptedHandler)
+    def __init__(self, bind: str = "127.0.0.1", host: str = "127.0.0.1") -> None:
+        super().__init__((bind, 0), _ScriptedHandler)
+        self.host = host
         self.script: Callable[[int, Any], Reply] = lambda n, body: Reply()
         self.seen: list[Seen] = []
         self.lock = threading.Lock()
@@ -72,7 +75,7 @@ class ScriptedChatServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         """Base URL (``.../v1``)."""
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+        return f"http://{self.host}:{self.server_address[1]}/v1"
 
 
 class _ScriptedHandler(BaseHTTPRequestHandler):
@@ -113,6 +116,32 @@ class _ScriptedHandler(BaseHTTPRequestHandler):
 def chat_server() -> Iterator[ScriptedChatServer]:
     """A fresh scripted chat server, serving in a thread for the test."""
     server = ScriptedChatServer()
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _outward_address() -> str | None:
+    """This machine's address on its way out (not loopback), or None if it has none."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("10.255.255.255", 1))  # UDP: picks a route, sends nothing
+        except OSError:
+            return None
+        address = s.getsockname()[0]
+    return None if ipaddress.ip_address(address).is_loopback else address
+
+
+@pytest.fixture
+def lan_chat_server() -> Iterator[ScriptedChatServer]:
+    """A scripted chat server reached at this machine's non-loopback address (skipped where
+    there is none): what a server on another host looks like to the client."""
+    address = _outward_address()
+    if address is None:
+        pytest.skip("this machine has no non-loopback address")
+    server = ScriptedChatServer(bind="0.0.0.0", host=address)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield server

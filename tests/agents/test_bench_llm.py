@@ -45,7 +45,7 @@ def test_a_dead_server_marks_episodes_errored_and_the_run_goes_on(tmp_path: Path
     suite = _suite(tmp_path, [dead, "expert"], [{"id": "signal-v0"}])
     out = tmp_path / "run"
     proc = _bench(str(suite), "--out", str(out))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # episodes errored (--allow-errors: 0)
     assert "2 episodes errored" in proc.stdout and "run the same command again" in proc.stdout
     results = load_run(out)
     errored = [r for r in results.values() if r["status"] == "errored"]

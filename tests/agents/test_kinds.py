@@ -3,6 +3,7 @@ and specs are parsed, checked and built from that declaration alone."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from teamgym.adapters.agents.chat import SamplingOptions
 from teamgym.adapters.agents.kinds import (
     AgentKind,
     AgentSpec,
+    DefaultURLWarning,
     agent_kinds,
     build_agent,
     get_agent_kind,
@@ -188,3 +190,29 @@ def test_the_transformers_agent_reads_its_kinds_defaults(model_dir: Path) -> Non
     assert agent.sampling == SamplingOptions()
     assert defaults["device"] == "auto" and agent.model.device in ("cpu", "cuda")
     agent.close()
+
+
+def test_the_default_server_is_said_not_silent() -> None:
+    """Issue 27: ``openai:x`` quietly meant ``http://127.0.0.1:8000/v1``; the default stays (it
+    is where ``vllm serve`` and ``teamgym serve`` listen) and is said once, naming the URL."""
+    default = get_agent_kind("openai").defaults["base_url"]
+    for spec in ("openai:x", {"kind": "openai", "model": "x"}):
+        with pytest.warns(DefaultURLWarning) as caught:
+            parsed = parse_agent_spec(spec)
+        assert parsed.options["base_url"] == default
+        [notice] = caught
+        assert default in str(notice.message) and "openai:x@URL" in str(notice.message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        parse_agent_spec("openai:x@http://127.0.0.1:8000/v1")
+        parse_agent_spec({"kind": "openai", "model": "x", "base_url": "https://h/v1"})
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["ftp://h/v1", "file:///etc/passwd", "127.0.0.1:8000/v1", "localhost:8000/v1", "http:///v1"],
+)
+def test_a_base_url_that_is_not_http_is_refused_when_parsed(url: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        parse_agent_spec({"kind": "openai", "model": "m", "base_url": url})
+    assert str(caught.value).startswith(f"base_url {url!r} is not an http:// or https:// URL")

@@ -16,11 +16,18 @@ httpx = pytest.importorskip("httpx")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from teamgym.adapters.agents import AgentError, build_agent, parse_agent_spec  # noqa: E402
+from teamgym.adapters.agents import (  # noqa: E402
+    AgentError,
+    AgentSpec,
+    build_agent,
+    parse_agent_spec,
+)
 from teamgym.adapters.agents.openai_agent import OpenAIAgent, parse_chat_response  # noqa: E402
 
 FAST = {"timeout": 2.0, "max_retries": 2, "backoff": 0.01}
 INFO = {"instructions": "You are robot_0."}
+LOCAL = {"kind": "openai", "model": "m", "base_url": "http://127.0.0.1:8000/v1"}
+"""A spec that names its (never reached) server: a mock transport answers instead."""
 
 
 def agent_for(url: str, **options: Any) -> OpenAIAgent:
@@ -220,7 +227,7 @@ def test_a_client_outlives_its_event_loop() -> None:
     transport = httpx.MockTransport(
         lambda request: httpx.Response(200, json={"choices": [{"message": {"content": "ok"}}]})
     )
-    agent = OpenAIAgent(parse_agent_spec({"kind": "openai", "model": "m"}), transport=transport)
+    agent = OpenAIAgent(parse_agent_spec(LOCAL), transport=transport)
     for _ in range(2):
         assert asyncio.run(agent.episode(None, 0).act("robot_0", "o", INFO)) == "ok"
     agent.close()
@@ -267,7 +274,7 @@ def test_parsing_any_body_gives_a_reply_or_a_value_error(body: bytes) -> None:
 )
 def test_any_response_is_a_reply_or_an_agent_error(status: int, body: bytes) -> None:
     transport = httpx.MockTransport(lambda request: httpx.Response(status, content=body))
-    spec = parse_agent_spec({"kind": "openai", "model": "m", "max_retries": 1, "backoff": 0})
+    spec = parse_agent_spec({**LOCAL, "max_retries": 1, "backoff": 0})
     agent = OpenAIAgent(spec, transport=transport)
 
     async def turn() -> str:
@@ -314,4 +321,43 @@ def test_no_key_goes_to_a_server_not_named_for_it(chat_server, monkeypatch) -> N
 )
 def test_bad_options_are_refused_when_the_agent_is_built(options: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        OpenAIAgent(parse_agent_spec({"kind": "openai", "model": "m", **options}))
+        OpenAIAgent(parse_agent_spec({**LOCAL, **options}))
+
+
+def test_a_key_never_crosses_the_network_over_plain_http(
+    lan_chat_server, chat_server, monkeypatch
+) -> None:
+    """Issue 27: ``http://api.openai.com/v1`` sent ``OPENAI_API_KEY`` in clear text. A key over
+    plain HTTP goes to loopback only, unless the spec says ``allow_http_key: true``."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-private")
+    monkeypatch.setenv("TEAMGYM_TEST_KEY", "sekret")
+    with pytest.raises(ValueError, match="plain HTTP to api.openai.com") as caught:
+        agent_for("http://api.openai.com/v1")
+    assert "use https://" in str(caught.value) and "$OPENAI_API_KEY" in str(caught.value)
+    with pytest.raises(ValueError, match="allow_http_key: true"):
+        agent_for(lan_chat_server.url, api_key_env="TEAMGYM_TEST_KEY")
+    assert lan_chat_server.seen == [], "a refused agent reached the server"
+
+    asyncio.run(one_turn(agent_for(lan_chat_server.url)))  # no key: plain HTTP is fine
+    asyncio.run(one_turn(agent_for(chat_server.url, api_key_env="TEAMGYM_TEST_KEY")))  # loopback
+    opted_in = agent_for(lan_chat_server.url, api_key_env="TEAMGYM_TEST_KEY", allow_http_key=True)
+    asyncio.run(one_turn(opted_in))
+    assert "Authorization" not in lan_chat_server.seen[0].headers
+    assert lan_chat_server.seen[1].headers["Authorization"] == "Bearer sekret"
+    assert chat_server.seen[0].headers["Authorization"] == "Bearer sekret"
+    assert parse_agent_spec({**LOCAL, "allow_http_key": True}).config() == {
+        "kind": "openai",
+        "model": "m",
+    }, "how the key travels changed the fingerprint"
+
+
+@pytest.mark.parametrize("scheme", ["ftp", "file", "ws"])
+def test_a_non_http_scheme_is_refused_when_the_spec_is_read(chat_server, scheme: str) -> None:
+    """Issue 27: ``ftp://`` passed validation and was retried 4 times."""
+    url = chat_server.url.replace("http", scheme, 1)
+    for spec in ({"kind": "openai", "model": "m", "base_url": url}, f"openai:m@{url}"):
+        with pytest.raises(ValueError, match="not an http:// or https:// URL"):
+            parse_agent_spec(spec)
+    with pytest.raises(ValueError, match="not an http:// or https:// URL"):
+        OpenAIAgent(AgentSpec("openai", "made-by-hand", {"model": "m", "base_url": url}))
+    assert chat_server.seen == []

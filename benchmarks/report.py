@@ -26,6 +26,7 @@ from teamgym.benchmarks.results import JsonLines, latest_by_key
 
 __all__ = [
     "Comparison",
+    "Report",
     "compare_runs",
     "figures",
     "load_run",
@@ -344,8 +345,16 @@ def _plot(run_dir: Path, rows: list[dict[str, Any]]) -> list[str]:
     return written
 
 
-def write_report(run_dir: str | Path) -> list[dict[str, Any]]:
-    """Write ``summary.json``, ``report.md`` and plots for a run directory; returns the rows."""
+@dataclass(frozen=True)
+class Report:
+    """What :func:`write_report` wrote: the summary's rows and the plots' file names."""
+
+    rows: list[dict[str, Any]]
+    plots: list[str]
+
+
+def write_report(run_dir: str | Path) -> Report:
+    """Write ``summary.json``, ``report.md`` and plots for a run directory."""
     run_dir = Path(run_dir)
     meta_path = run_dir / "run.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
@@ -362,7 +371,7 @@ def write_report(run_dir: str | Path) -> list[dict[str, Any]]:
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     plots = _plot(run_dir, rows)
     (run_dir / "report.md").write_text(_markdown(run_dir, rows, plots, meta))
-    return rows
+    return Report(rows, plots)
 
 
 @dataclass

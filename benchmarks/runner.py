@@ -162,5 +162,7 @@ def check_agents(suite: Suite) -> None:
         try:
             agent = build_agent(spec, setting.env_id)
         except (ValueError, TypeError, OSError) as exc:
-            raise ValueError(f"agent {spec.label}: {exc}") from None
+            said = str(exc)  # the agents' own messages start with their label
+            said = said if said.startswith(spec.label) else f"{spec.label}: {said}"
+            raise ValueError(f"agent {said}") from None
         agent.close()

@@ -50,7 +50,7 @@ try:
     import httpx
 except ImportError as exc:  # the one dependency of this agent: say which extra brings it
     raise ImportError(
-        "the openai agent needs httpx: pip install 'teamgym[llm]' (or pip install httpx)"
+        "the openai agent needs httpx: pip install 'teamgym[llm]' (or pip install -e '.[llm]' in a clone)"
     ) from exc
 
 from teamgym.adapters.agents.chat import ChatEpisode, Message, SamplingOptions

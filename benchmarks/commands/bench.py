@@ -9,7 +9,6 @@ runs reproduced each other, episode by episode (exit 1 when not); ``bench perf``
 from __future__ import annotations
 
 import argparse
-import time
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -236,9 +235,8 @@ def _print_report(run_dir: Path, console: Console) -> int:
     """Write and print the run's report; returns how many episodes errored."""
     from teamgym.benchmarks.report import columns_and_rows, write_report
 
-    started = time.time_ns() - 100_000_000  # file times may lag the clock by a tick
-    rows = write_report(run_dir)
-    plots = [p.name for p in sorted(run_dir.glob("*.png")) if p.stat().st_mtime_ns >= started]
+    report = write_report(run_dir)
+    rows, plots = report.rows, report.plots
     table = Table(title=escape(str(run_dir)), box=box.SIMPLE_HEAD, pad_edge=False)
     columns, cells = columns_and_rows(rows)
     for col in columns:

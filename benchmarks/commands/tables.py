@@ -23,7 +23,7 @@ __all__ = [
 
 def console() -> Console:
     """The terminal's width on a terminal; 150 columns in a pipe or file, so logs keep rows whole."""
-    return Console(width=None if sys.stdout.isatty() else 150)
+    return Console(width=None if sys.stdout.isatty() else 150, emoji=False)
 
 
 def _fmt(value: float | None, pct: bool = False) -> str:

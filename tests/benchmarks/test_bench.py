@@ -419,7 +419,7 @@ def test_summary_rows_follow_the_suite_not_the_finishing_order(tmp_path: Path) -
     results.write_text("\n".join(reversed(lines)) + "\n")  # as if the expert finished first
     from teamgym.benchmarks.report import write_report
 
-    assert [r["agent"] for r in write_report(tmp_path / "run")] == ["random", "expert"]
+    assert [r["agent"] for r in write_report(tmp_path / "run").rows] == ["random", "expert"]
 
 
 def test_mean_intervals_use_students_t() -> None:

@@ -164,3 +164,19 @@ def test_perf_writes_into_runs_by_default_and_says_where(tmp_path: Path, monkeyp
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "runs" / "perf.json").is_file() and not (tmp_path / "perf.json").exists()
     assert str(tmp_path / "runs" / "perf.json") in _one_line(proc.stdout).replace(" ", "")
+
+
+def test_an_agent_error_names_the_agent_once_and_verbatim(tmp_path: Path) -> None:
+    """A spec like ``openai:m@...`` is printed as typed: no rich emoji (``:m:``), the label once."""
+    import os
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "teamgym", "bench", "run", "smoke", "--out", str(tmp_path / "r"),
+         "--agent", "openai:m@http://api.openai.com/v1"],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "OPENAI_API_KEY": "not-a-key"},
+    )  # fmt: skip
+    said = _one_line(proc.stdout + proc.stderr)
+    assert proc.returncode == 2, said
+    assert "error: agent openai:m: base_url http://api.openai.com/v1 is plain HTTP" in said
+    assert said.count("openai:m") == 1

@@ -154,7 +154,7 @@ def test_the_report_writes_the_plots_it_names(tmp_path: Path) -> None:
     with (tmp_path / "results.jsonl").open("w") as out:
         for r in episodes:
             out.write(_line(r))
-    rows = write_report(tmp_path)
+    rows = write_report(tmp_path).rows
     assert [r["agent"] for r in rows] == ["full", "zero"]
     for name in ("success.png", "collaboration.png"):
         assert (tmp_path / name).stat().st_size > 0

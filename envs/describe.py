@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from teamgym.docstrings import args_section
 from teamgym.envs.presets import DEFAULT_DIFFICULTY
 from teamgym.envs.registration import spec
 
@@ -51,8 +52,8 @@ def env_arguments(env_id: str) -> list[EnvArgument]:
     )
     out, seen = [], set()
     for owner, fn, cls in _constructors(factory):
-        meanings = _args_section(inspect.getdoc(cls) or "") if cls is not None else {}
-        meanings |= _args_section(inspect.getdoc(fn) or "")
+        meanings = args_section(inspect.getdoc(cls) or "") if cls is not None else {}
+        meanings |= args_section(inspect.getdoc(fn) or "")
         hints = _hints(fn)
         for p in inspect.signature(fn).parameters.values():
             if p.name in seen or p.name == "self" or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
@@ -65,7 +66,7 @@ def env_arguments(env_id: str) -> list[EnvArgument]:
             else:
                 shown = "(required)" if default is inspect.Parameter.empty else repr(default)
             typed = _type_name(p.annotation, hints.get(p.name))
-            meaning = re.sub(r"``([^`]+)``", r"`\1`", meanings.get(p.name, ""))
+            meaning = meanings.get(p.name, "")
             out.append(EnvArgument(p.name, shown, typed, meaning, owner, by_preset))
     return out
 
@@ -100,28 +101,3 @@ def _type_name(annotation: Any, resolved: Any) -> str:
         return written
     shown = str(resolved if resolved is not None else annotation)
     return re.sub(r"\btyping\.|\bcollections\.abc\.|\bteamgym\.[\w.]+\.", "", shown)
-
-
-def _args_section(doc: str) -> dict[str, str]:
-    """``name -> words`` from a Google-style ``Args:`` section (continuation lines joined)."""
-    meanings: dict[str, str] = {}
-    lines = doc.split("\n")
-    try:
-        start = next(i for i, line in enumerate(lines) if line.strip() == "Args:")
-    except StopIteration:
-        return meanings
-    indent, current = None, None
-    for line in lines[start + 1 :]:
-        if not line.strip():
-            continue
-        depth = len(line) - len(line.lstrip())
-        indent = depth if indent is None else indent
-        if depth < indent:
-            break
-        match = re.match(r"(\w+)(?: \([^)]*\))?: ?(.*)", line.strip())
-        if depth == indent and match:
-            current = match.group(1)
-            meanings[current] = match.group(2)
-        elif current is not None:
-            meanings[current] += " " + line.strip()
-    return meanings

@@ -15,18 +15,15 @@ else is made from it:
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import inspect
-import itertools
 import json
-import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from omegaconf import DictConfig, OmegaConf
 
+from teamgym.docstrings import field_docs
 from teamgym.envs.sharing import RewardSharing
 from teamgym.names import AGENT_LOOP_NAME
 
@@ -144,8 +141,8 @@ def render_yaml(settings: AgentLoopSettings | None = None) -> str:
     """The agent-loop registry file for ``settings`` (the defaults: the shipped file), each key
     commented with its field's docstring."""
     settings = settings or AgentLoopSettings()
-    notes = {**_ENTRY_KEYS, **_field_notes(AgentLoopSettings)}
-    shared = _field_notes(RewardSharing)
+    notes = {**_ENTRY_KEYS, **field_docs(AgentLoopSettings)}
+    shared = field_docs(RewardSharing)
     lines = [
         "# VERL agent-loop registry entry for teamgym (actor_rollout_ref.rollout.agent.agent_loop_config_path).",
         "# Generated from teamgym.adapters.verl.settings.AgentLoopSettings: edit the class, then run",
@@ -179,23 +176,6 @@ def write_agent_loop_yaml(
 def _plain(value: Any) -> Any:
     """Hydra nodes as plain containers (anything else as it is)."""
     return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
-
-
-def _field_notes(cls: type) -> dict[str, str]:
-    """The docstring under each field of ``cls`` (Python keeps no field
-    docstrings at run time, so they are read from the source)."""
-    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body  # type: ignore[attr-defined]
-    notes = {}
-    for node, doc in itertools.pairwise(body):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(doc, ast.Expr)
-            and isinstance(doc.value, ast.Constant)
-            and isinstance(doc.value.value, str)
-        ):
-            notes[node.target.id] = " ".join(doc.value.value.replace("``", "").split())
-    return notes
 
 
 if __name__ == "__main__":

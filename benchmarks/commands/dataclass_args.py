@@ -10,15 +10,13 @@ a :class:`Custom` reading.
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
-import inspect
-import itertools
-import textwrap
 import types
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from teamgym.docstrings import field_docs
 
 __all__ = ["Custom", "add_dataclass_args", "dataclass_from_args", "field_docs"]
 
@@ -29,25 +27,6 @@ class Custom:
 
     add: Callable[[argparse.ArgumentParser], None]
     read: Callable[[argparse.Namespace], Any]
-
-
-def field_docs(cls: type) -> dict[str, str]:
-    """The docstring under each field of ``cls``, on one line and without reST quotes (Python
-    keeps no field docstrings at run time, so they are read from the source)."""
-    class_def = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
-    assert isinstance(class_def, ast.ClassDef), f"{cls.__name__}'s source is not a class"
-    body = class_def.body
-    docs = {}
-    for node, doc in itertools.pairwise(body):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(doc, ast.Expr)
-            and isinstance(doc.value, ast.Constant)
-            and isinstance(doc.value.value, str)
-        ):
-            docs[node.target.id] = " ".join(doc.value.value.replace("``", "").split())
-    return docs
 
 
 def add_dataclass_args(

@@ -16,7 +16,20 @@ from typing import Any
 from teamgym.benchmarks.episodes import play_jobs
 from teamgym.benchmarks.suites import Job
 
-__all__ = ["play_on_ray"]
+__all__ = ["play_on_ray", "require_ray"]
+
+#: what ``--ray`` needs installed (the ``rllib`` extra has it too, with much more)
+RAY_INSTALL = "pip install 'ray>=2.60'"
+
+
+def require_ray() -> None:
+    """Raise ``ImportError`` saying what to install when Ray is not there."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise ImportError(
+            f"--ray needs Ray, which is not installed: {RAY_INSTALL}", name="ray"
+        ) from None
 
 
 def _chunks(jobs: Sequence[Job], size: int) -> list[list[Job]]:
@@ -31,6 +44,7 @@ def play_on_ray(
     on_done: Callable[[dict, dict], None],
 ) -> None:
     """Play ``jobs`` as Ray tasks (``address="local"``: a Ray instance on this machine)."""
+    require_ray()
     import ray
 
     started = not ray.is_initialized()

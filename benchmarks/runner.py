@@ -23,16 +23,17 @@ import fcntl
 import json
 import os
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from teamgym.adapters.agents import build_agent
 from teamgym.benchmarks.episodes import package_version, play_all
-from teamgym.benchmarks.results import JsonLines, latest_by_key
-from teamgym.benchmarks.suites import Job, Suite, digest
+from teamgym.benchmarks.results import CorruptRunError, JsonLines, latest_by_key
+from teamgym.benchmarks.suites import Job, Setting, Suite, digest
 
-__all__ = ["RunDirError", "run_suite"]
+__all__ = ["RunDirError", "check_agents", "preflight", "run_suite"]
 
 RESULTS = "results.jsonl"
 TRAJECTORIES = "trajectories.jsonl"
@@ -149,20 +150,120 @@ def run_suite(
     return run_dir
 
 
+def _distinct_agents(settings: Iterable[Setting], kind: str | None = None) -> Iterator[Setting]:
+    """The first setting of each distinct non-baseline agent of ``settings`` (of ``kind``)."""
+    seen: set[str] = set()
+    for setting in settings:
+        spec = setting.agent
+        key = digest(spec.config()) + spec.label
+        if spec.kind == "baseline" or key in seen or kind not in (None, spec.kind):
+            continue
+        seen.add(key)
+        yield setting
+
+
+def _built(setting: Setting) -> Any:
+    """The setting's agent, built; its errors as ``ValueError("agent LABEL: ...")``."""
+    spec = setting.agent
+    try:
+        return build_agent(spec, setting.env_id)
+    except (ValueError, TypeError, OSError) as exc:
+        said = str(exc)  # the agents' own messages start with their label
+        said = said if said.startswith(spec.label) else f"{spec.label}: {said}"
+        raise ValueError(f"agent {said}") from None
+
+
 def check_agents(suite: Suite) -> None:
     """Build every LLM agent of the suite once before any episode plays, so a missing model
     directory, a bad URL or an option out of range is reported up front (``ValueError``)."""
-    seen: set[str] = set()
-    for setting in suite.settings:
-        spec = setting.agent
-        key = digest(spec.config()) + spec.label
-        if spec.kind == "baseline" or key in seen:
-            continue
-        seen.add(key)
-        try:
-            agent = build_agent(spec, setting.env_id)
-        except (ValueError, TypeError, OSError) as exc:
-            said = str(exc)  # the agents' own messages start with their label
-            said = said if said.startswith(spec.label) else f"{spec.label}: {said}"
-            raise ValueError(f"agent {said}") from None
+    for setting in _distinct_agents(suite.settings):
+        _built(setting).close()
+
+
+def _ok_keys(run_dir: Path | None) -> set[str]:
+    """The keys of the episodes already ``ok`` in ``run_dir`` (read only; none if unreadable)."""
+    if run_dir is None:
+        return set()
+    try:
+        results = latest_by_key(JsonLines(run_dir / RESULTS).load(repair=False))
+    except (OSError, CorruptRunError):  # the run itself will say what is wrong
+        return set()
+    return {key for key, r in results.items() if r.get("status") == "ok"}
+
+
+def preflight(suite: Suite, run_dir: str | Path | None = None) -> None:
+    """One request to each LLM server of the suite's ``openai`` agents before any episode, so
+    a server that does not answer, a key it refuses or a model it does not serve is one
+    ``ValueError`` naming the agent, not a run of errored episodes.
+
+    Per server (base URL and key): ``GET BASE_URL/models`` with the agent's timeout, whose
+    list must hold each agent's model; where the server has no such route, the smallest chat
+    request (one token) per model. A busy server (429, 5xx) passes: the run retries those.
+    Agents whose episodes are all ``ok`` in ``run_dir`` are not asked (a finished run needs no
+    server)."""
+    ok = _ok_keys(None if run_dir is None else Path(run_dir))
+    todo = [s for s in suite.settings if any(Job(s, seed).key not in ok for seed in s.seeds)]
+    servers: dict[tuple[str, str | None], list[Any]] = {}
+    for setting in _distinct_agents(todo, kind="openai"):
+        agent = _built(setting)
         agent.close()
+        servers.setdefault((agent.base_url, agent.api_key_env), []).append(agent)
+    for agents in servers.values():
+        _preflight_server(agents)
+
+
+def _preflight_server(agents: list[Any]) -> None:
+    """:func:`preflight` for the agents of one server (``OpenAIAgent`` s, same base URL and key)."""
+    import httpx
+
+    first = agents[0]
+    key = os.environ.get(first.api_key_env) if first.api_key_env else None
+    client = httpx.Client(
+        headers={"Authorization": f"Bearer {key}"} if key else {},
+        timeout=max(a.timeout for a in agents),
+    )
+
+    def ask(agent: Any, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = client.request(method, url, **kwargs)
+        except httpx.RequestError as exc:  # refused, timed out, no such host
+            raise ValueError(
+                f"agent {agent.spec.label}: no LLM server answers at {agent.base_url} "
+                f"({type(exc).__name__}: {str(exc) or 'no reply'}); start it, or fix base_url"
+            ) from None
+        if response.status_code in (401, 403):
+            sent = f"the key in ${agent.api_key_env}" if key else "no key (set api_key_env)"
+            raise ValueError(
+                f"agent {agent.spec.label}: {url} refused {sent} with HTTP "
+                f"{response.status_code}: {response.text[:200]}"
+            )
+        return response
+
+    with client:
+        served = _served_models(ask(first, "GET", f"{first.base_url}/models"))
+        for agent in {a.model: a for a in agents}.values():
+            if served is not None:
+                if agent.model not in served:
+                    raise ValueError(
+                        f"agent {agent.spec.label}: {agent.base_url} does not serve the model "
+                        f"{agent.model!r}; it serves {', '.join(map(repr, sorted(served)))}"
+                    )
+                continue
+            body = {"model": agent.model, "messages": [{"role": "user", "content": "Hi"}]}
+            reply = ask(agent, "POST", agent.url, json={**body, "max_tokens": 1})
+            if 400 <= reply.status_code < 500 and reply.status_code != 429:
+                raise ValueError(
+                    f"agent {agent.spec.label}: {agent.url} refused a one-token request with "
+                    f"HTTP {reply.status_code}: {reply.text[:200]}; check the model name "
+                    f"{agent.model!r} and base_url"
+                )
+
+
+def _served_models(response: Any) -> set[str] | None:
+    """The model ids of a ``GET /models`` answer, or None when it is not such a list."""
+    try:
+        data = response.json()["data"] if response.is_success else None
+        ids = {str(m["id"]) for m in data} if isinstance(data, list) else set()
+    except (ValueError, KeyError, TypeError):
+        return None
+    return ids or None  # an empty list says nothing either

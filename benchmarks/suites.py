@@ -184,7 +184,7 @@ def load_suite(
                 f"(its envs: {', '.join(sorted(map(str, known)))})"
             )
         raw["envs"] = [e for e in entries if e.get("id") in set(envs)]
-    return parse_suite(raw, where=str(path))
+    return parse_suite(raw, where=str(path), flag_agents=agents or None)
 
 
 def _inline(spec: str) -> Any:
@@ -213,8 +213,12 @@ def _positive(value: Any, what: str, where: str) -> int:
     return value
 
 
-def parse_suite(raw: Mapping[str, Any], where: str = "suite") -> Suite:
-    """Validate a suite mapping (see the module docstring) into a :class:`Suite`."""
+def parse_suite(
+    raw: Mapping[str, Any], where: str = "suite", *, flag_agents: Sequence[str] | None = None
+) -> Suite:
+    """Validate a suite mapping (see the module docstring) into a :class:`Suite`;
+    ``flag_agents``: the ``--agent`` values, as typed, that replaced its ``agents`` (an error
+    about one names the flag, not the file)."""
     _unknown(raw, _TOP_KEYS, where)
     entries = raw.get("envs")
     if not isinstance(entries, list) or not entries:
@@ -230,7 +234,10 @@ def parse_suite(raw: Mapping[str, Any], where: str = "suite") -> Suite:
         if not isinstance(entry, dict) or "id" not in entry:
             raise SuiteError(f"{at}: an entry is a mapping with an 'id'; got {entry!r}")
         _unknown(entry, _ENTRY_KEYS, at)
-        settings.extend(_entry_settings(entry, at, default_episodes, default_seed, default_agents))
+        typed = None if "agents" in entry else flag_agents
+        settings.extend(
+            _entry_settings(entry, at, default_episodes, default_seed, default_agents, typed)
+        )
     seen: dict[str, str] = {}
     for s in settings:
         if s.config_hash in seen:
@@ -242,9 +249,15 @@ def parse_suite(raw: Mapping[str, Any], where: str = "suite") -> Suite:
 
 
 def _entry_settings(
-    entry: Mapping[str, Any], at: str, episodes: int, seed: int, agents: Any
+    entry: Mapping[str, Any],
+    at: str,
+    episodes: int,
+    seed: int,
+    agents: Any,
+    typed: Sequence[str] | None = None,
 ) -> list[Setting]:
-    """Expand one ``envs`` entry: its sweep's combinations times its agents."""
+    """Expand one ``envs`` entry: its sweep's combinations times its agents (``typed``: the
+    ``--agent`` flags they came from)."""
     from teamgym.envs import make, spec
 
     env_id = str(entry["id"])
@@ -265,7 +278,7 @@ def _entry_settings(
     seeds = tuple(episode_seeds(first, episodes))
     teammates = {str(k): str(v) for k, v in (entry.get("teammates") or {}).items()}
     _check_teammates(teammates, env_id, at)
-    specs = _agent_specs(entry.get("agents", agents), env_id, list(env_spec.baselines), at)
+    specs = _agent_specs(entry.get("agents", agents), env_id, list(env_spec.baselines), at, typed)
     out = []
     names = list(sweep)
     for values in itertools.product(*sweep.values()):
@@ -299,25 +312,28 @@ def _check_teammates(teammates: Mapping[str, str], env_id: str, at: str) -> None
             raise SuiteError(f"{at}: teammates: {agent}={name!r}: {message}") from None
 
 
-def _agent_specs(agents: Any, env_id: str, baselines: list[str], at: str) -> list[AgentSpec]:
-    """Parse an ``agents`` list; ``baselines`` expands; baseline names are checked."""
+def _agent_specs(
+    agents: Any, env_id: str, baselines: list[str], at: str, typed: Sequence[str] | None = None
+) -> list[AgentSpec]:
+    """Parse an ``agents`` list; ``baselines`` expands; baseline names are checked. An error
+    names where the agent was written: ``at`` in the file, or its ``--agent`` flag (``typed``,
+    one per agent)."""
     from teamgym.envs.baselines import make_baseline
 
     if isinstance(agents, (str, dict)):
         agents = [agents]
     if not isinstance(agents, list) or not agents:
         raise SuiteError(f"{at}: 'agents' is a non-empty list of agent specs")
-    expanded: list[Any] = []
-    for agent in agents:
-        expanded.extend(["random", *baselines] if agent == ALL_BASELINES else [agent])
     specs = []
-    for agent in expanded:
-        try:
-            parsed = parse_agent_spec(agent)
-            if parsed.kind == "baseline":
-                make_baseline(env_id, parsed.options["name"])
-        except (ValueError, KeyError, FileNotFoundError) as exc:
-            message = exc.args[0] if exc.args else exc
-            raise SuiteError(f"{at}: agent {agent!r}: {message}") from None
-        specs.append(parsed)
+    for i, written in enumerate(agents):
+        for agent in ["random", *baselines] if written == ALL_BASELINES else [written]:
+            try:
+                parsed = parse_agent_spec(agent)
+                if parsed.kind == "baseline":
+                    make_baseline(env_id, parsed.options["name"])
+            except (ValueError, KeyError, FileNotFoundError) as exc:
+                message = exc.args[0] if exc.args else exc
+                said = f"--agent {typed[i]!r}" if typed else f"{at}: agent {agent!r}"
+                raise SuiteError(f"{said}: {message}") from None
+            specs.append(parsed)
     return specs

@@ -55,11 +55,20 @@ register(
     baselines=_SIGNAL_BASELINES,
     message_feedback=False,
 )
+_FORAGING_BASELINES = {"expert": "teamgym.envs.foraging.baselines:ForagingExpert"}
+register(
+    "foraging-v1",
+    "teamgym.envs.foraging:ForagingEnv",
+    description="Level-based foraging: an item loads only when the adjacent loaders' levels add up to its level.",
+    baselines=_FORAGING_BASELINES,
+)
+# 0.1.0's foraging, byte for byte: every legal action's feedback read "Nothing happened."
 register(
     "foraging-v0",
     "teamgym.envs.foraging:ForagingEnv",
-    description="Level-based foraging: an item loads only when the adjacent loaders' levels add up to its level.",
-    baselines={"expert": "teamgym.envs.foraging.baselines:ForagingExpert"},
+    description="foraging-v1 with 0.1.0's feedback wording (superseded by foraging-v1).",
+    baselines=_FORAGING_BASELINES,
+    feedback="legacy",
 )
 register(
     "keydoor-v0",

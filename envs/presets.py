@@ -1,6 +1,6 @@
 """Named difficulty settings of the games: a preset fills every option the caller left out.
 
-``foraging-v0``, ``keydoor-v0`` and ``publicgoods-v0`` take ``difficulty="easy" | "medium" |
+``foraging-v1``, ``keydoor-v0`` and ``publicgoods-v0`` take ``difficulty="easy" | "medium" |
 "hard"`` (default ``medium``) and explicit keyword arguments that override the preset's values,
 so ``difficulty="hard", size=10`` is the hard preset on a 10 x 10 field. A game keeps its
 presets in a ``DIFFICULTIES`` table beside its rules and resolves them with :func:`resolve`.

@@ -3,12 +3,14 @@
 ``bench run SUITE`` plays a suite (shipped name or YAML path) into ``--out RUN_DIR`` and
 prints the results table; the same command after a kill resumes. ``bench report RUN_DIR``
 rewrites ``summary.json``, ``report.md`` and the plots; ``bench compare A B`` says whether two
-runs reproduced each other, episode by episode (exit 1 when not); ``bench perf`` times the envs.
+runs reproduced each other, episode by episode (exit 1 when not), and with ``--paired`` whether
+agent A beats agent B on the same seeds; ``bench perf`` times the envs.
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,10 +61,26 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     r = inner.add_parser("report", help="rewrite summary.json, report.md and plots of a run")
     r.add_argument("run_dir", metavar="RUN_DIR")
     r.set_defaults(run=_report)
-    c = inner.add_parser("compare", help="did two runs reproduce each other, episode by episode?")
+    c = inner.add_parser(
+        "compare",
+        help="did two runs reproduce each other? (--paired: is agent A better than B?)",
+        description="Match two runs' episodes by key: did they reproduce each other? With "
+        "--paired, match agent A's episodes of RUN_A with agent B's of RUN_B by env, arguments "
+        "and seed, and test A against B per setting (McNemar's exact test on success, "
+        "Wilcoxon's signed-rank test on score, 95% intervals of both differences). "
+        "To compare two agents of one run, pass it as both RUN_A and RUN_B.",
+        epilog="exit status: without --paired, 0 when reproduced, 1 when not; with --paired, "
+        "0 when the comparison was printed; 2 for bad input (no shared episode, an agent to pick)",
+    )
     c.add_argument("run_a", metavar="RUN_A")
     c.add_argument("run_b", metavar="RUN_B")
     c.add_argument("--show", type=int, default=10, help="differing episodes to list")
+    c.add_argument(
+        "--paired", action="store_true", help="test agent A against agent B on the same seeds"
+    )
+    c.add_argument("--agent-a", metavar="LABEL", help="with --paired: RUN_A's agent, if several")
+    c.add_argument("--agent-b", metavar="LABEL", help="with --paired: RUN_B's agent, if several")
+    c.add_argument("--json", metavar="FILE", help="with --paired: also write the results here")
     c.set_defaults(run=_compare)
     perf.add_parser(inner).set_defaults(run=perf.run)
     return p
@@ -114,7 +132,18 @@ def _add_run(inner: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--save-observations", action="store_true", help="keep observations in trajectories.jsonl"
     )
     p.add_argument("--metrics-port", type=port, help="serve Prometheus gauges on this port")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress (a bar on a terminal, else a line every "
+        f"{_Live.EVERY_S:g} s or {_Live.LINES} times a run)",
+    )
+    p.add_argument(
+        "--no-preflight",
+        action="store_true",
+        help="skip the request to each LLM server (GET BASE_URL/models) made before the first "
+        "episode",
+    )
     p.add_argument(
         "--allow-errors",
         action="store_true",
@@ -124,11 +153,21 @@ def _add_run(inner: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 class _Live:
-    """The progress bar and the live figures (this session's episodes) of a run."""
+    """The progress of a run and its live figures (this session's episodes): a bar on a
+    terminal; elsewhere (a CI log, a pipe) a plain line every :attr:`EVERY_S` seconds or
+    :attr:`LINES` times a run, whichever comes first."""
+
+    EVERY_S = 10.0
+    """Seconds between plain progress lines at most (checked as episodes finish)."""
+    LINES = 20
+    """Plain progress lines per run at least (one per 5% of the episodes to play)."""
 
     def __init__(self, console: Console, name: str, total: int, quiet: bool, export: Any) -> None:
-        self.console, self.export = console, export
+        self.console, self.export, self.name = console, export, name
+        self.plain = not quiet and not console.is_terminal
         self.tally = {"ok": 0, "success": 0, "errored": 0}
+        self.done, self.total, self.todo = 0, total, total
+        self.start = self.last = time.monotonic()
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -138,13 +177,15 @@ class _Live:
             TimeRemainingColumn(),
             console=console,
             transient=True,
-            disable=quiet,
+            disable=quiet or self.plain,
         )
         self.task = self.progress.add_task(escape(name), total=total, live="")
 
     def planned(self, todo: RunProgress, run_dir: Path) -> None:
         """Start the bar where a resumed run stands."""
         self.progress.update(self.task, completed=todo.done)
+        self.done, self.todo = todo.done, len(todo.todo)
+        self.start = self.last = time.monotonic()
         if todo.done and not todo.todo:
             self.console.print(
                 f"{run_dir} is complete: all {todo.total} episodes done; nothing to play",
@@ -166,13 +207,29 @@ class _Live:
         rate = t["success"] / t["ok"] if t["ok"] else 0.0
         errored = f", {t['errored']} errored" if t["errored"] else ""
         self.progress.update(self.task, advance=1, live=f"success {rate:.0%}{errored}")
+        self.done += 1
+        if self.plain:
+            self._line(f"success {rate:.0%}{errored}")
         self.export({**(result["metrics"] or {}), "success": rate})
+
+    def _line(self, live: str) -> None:
+        """A plain progress line, when one is due."""
+        now, played = time.monotonic(), self.tally["ok"] + self.tally["errored"]
+        step = max(1, self.todo // self.LINES)
+        if played % step and now - self.last < self.EVERY_S and played < self.todo:
+            return
+        self.last = now
+        speed = played / max(now - self.start, 1e-6)
+        self.console.print(
+            f"{self.name}: {self.done}/{self.total} episodes, {speed:.1f} episodes/s, {live}",
+            markup=False,
+        )
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
     """Load and check the suite and its agents, play what is missing, then report."""
     from teamgym.adapters.prometheus import record_exporter
-    from teamgym.benchmarks.runner import RunDirError, check_agents, run_suite
+    from teamgym.benchmarks.runner import RunDirError, check_agents, preflight, run_suite
     from teamgym.benchmarks.suites import SuiteError, load_suite
 
     with bad_input(SuiteError, ValueError):
@@ -184,7 +241,16 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             seed=args.seed,
         )
         check_agents(suite)
+    if args.ray is not None:
+        from teamgym.benchmarks.ray_runner import require_ray
+
+        require_ray()
     run_dir = Path(args.out or Path("runs") / suite.name)
+    if not args.no_preflight:
+        try:
+            preflight(suite, run_dir)
+        except ValueError as exc:
+            raise CommandError(f"{exc} (--no-preflight skips this check)") from None
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -269,6 +335,12 @@ def _report(args: argparse.Namespace, console: Console) -> int:
 def _compare(args: argparse.Namespace, console: Console) -> int:
     from teamgym.benchmarks.report import compare_runs
 
+    if args.paired:
+        return _compare_paired(args, console)
+    given = [f for f in ("agent_a", "agent_b", "json") if getattr(args, f) is not None]
+    if given:
+        flags = ", ".join("--" + f.replace("_", "-") for f in given)
+        raise CommandError(f"{flags} need --paired")
     with bad_input(FileNotFoundError, CorruptRunError):
         cmp = compare_runs(args.run_a, args.run_b)
     console.print(
@@ -287,10 +359,93 @@ def _compare(args: argparse.Namespace, console: Console) -> int:
         for key in keys[: args.show]:
             console.print(f"  only in {name}: {key}", markup=False)
     if not (cmp.same or cmp.different):
-        raise CommandError("the runs share no episode: are they runs of the same suite?")
+        raise CommandError(
+            "the runs share no episode: are they runs of the same suite? "
+            "(to compare two agents on the same seeds: --paired)"
+        )
     verdict = "[green]reproduced[/green]" if cmp.reproduced else "[red]not reproduced[/red]"
     console.print(verdict)
     return 0 if cmp.reproduced else 1
+
+
+def _compare_paired(args: argparse.Namespace, console: Console) -> int:
+    """``compare --paired``: agent A against agent B on the seeds both played, per setting."""
+    import dataclasses
+    import json
+
+    from teamgym.benchmarks.report import PairingError, paired_compare
+
+    with bad_input(FileNotFoundError, CorruptRunError, PairingError):
+        cmp = paired_compare(args.run_a, args.run_b, args.agent_a, args.agent_b)
+    pairs = sum(g.pairs for g in cmp.groups)
+    errored = sum(g.errored for g in cmp.groups)
+    console.print(
+        f"A = {cmp.agent_a} ({args.run_a}), B = {cmp.agent_b} ({args.run_b}): {pairs} pairs"
+        f" on the same env, arguments and seed; {errored} left out (an episode errored); "
+        f"{cmp.only_a} episodes only in A, {cmp.only_b} only in B",
+        markup=False,
+    )
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    columns = ["env", "args", "pairs", "success A", "success B", "A-B (95% CI)", "McNemar p"]
+    columns += ["score A", "score B", "A-B (95% CI)", "Wilcoxon p"]
+    for col in columns:
+        table.add_column(escape(col), justify="left" if col in ("env", "args") else "right")
+    for row in _paired_rows(cmp.groups):
+        table.add_row(*(escape(cell) for cell in row))
+    console.print(table)
+    console.print(
+        "success: McNemar's exact test on the pairs only one agent won, Newcombe's interval; "
+        "score: Wilcoxon's signed-rank test, Student-t interval of the mean difference",
+        markup=False,
+    )
+    if args.json:
+        out = {
+            "run_a": str(args.run_a),
+            "run_b": str(args.run_b),
+            **dataclasses.asdict(cmp),
+        }
+        with bad_input(OSError):
+            Path(args.json).write_text(json.dumps(out, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+def _paired_rows(groups: list[Any]) -> list[list[str]]:
+    """The cells of ``compare --paired``'s table, one row per setting."""
+
+    def num(x: float | None, fmt: str = ".3f") -> str:
+        return "-" if x is None else format(x, fmt)
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{100 * x:.0f}%"
+
+    rows = []
+    for g in groups:
+        args = ",".join(f"{k}={v}" for k, v in sorted({**g.kwargs, **g.teammates}.items()))
+        lo, hi = g.success_diff_ci
+        success_diff = "-"
+        if g.success_diff is not None:
+            success_diff = f"{100 * g.success_diff:+.0f} pts ({100 * lo:+.0f} to {100 * hi:+.0f})"
+        slo, shi = g.score_diff_ci
+        score_diff = num(g.score_diff, "+.3f")
+        if slo is not None and shi is not None:
+            score_diff += f" ({slo:+.3f} to {shi:+.3f})"
+        pairs = str(g.pairs) + (f" (+{g.errored} errored)" if g.errored else "")
+        rows.append(
+            [
+                g.env_id,
+                args,
+                pairs,
+                pct(g.success_a),
+                pct(g.success_b),
+                success_diff,
+                num(g.mcnemar_p, ".3g"),
+                num(g.score_a),
+                num(g.score_b),
+                score_diff,
+                num(g.wilcoxon_p, ".3g"),
+            ]
+        )
+    return rows
 
 
 def run(args: argparse.Namespace, console: Console) -> int:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import shutil
+from pathlib import Path
 
 from rich.console import Console
 
-from teamgym.benchmarks.commands.common import positive_int
+from teamgym.benchmarks.commands.common import CommandError, positive_int
 
 NAME = "model"
 
@@ -34,26 +36,53 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="attention window in tokens (Qwen2 sliding-window attention); full attention if omitted",
     )
     m.add_argument("--hidden-size", type=positive_int, metavar="N", default=64, help="model width")
+    m.add_argument(
+        "--force",
+        action="store_true",
+        help="write into DIR even when it holds other files (not a model directory)",
+    )
     return p
+
+
+def _check_out(out: Path, force: bool) -> None:
+    """Refuse a DIR that holds something other than a model (a run directory, a checkout),
+    unless ``force``: a model directory (``config.json``) is rewritten, an empty one filled."""
+    if not out.exists() or force:
+        return
+    if not out.is_dir():
+        raise CommandError(f"--out {out} is a file, not a directory")
+    if any(out.iterdir()) and not (out / "config.json").is_file():
+        raise CommandError(
+            f"--out {out} is not empty and not a model directory (no config.json); pick a new "
+            "or empty directory, or pass --force to write into it anyway"
+        )
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
     """Build the model directory and print its hash."""
+    out = Path(args.out)
+    _check_out(out, args.force)
     from teamgym.adapters.agents.local_model import (
         LocalModelConfig,
         build_local_model,
         directory_hash,
     )
 
-    out = build_local_model(
-        args.out,
-        LocalModelConfig(
-            seed=args.seed,
-            num_hidden_layers=args.layers,
-            hidden_size=args.hidden_size,
-            intermediate_size=2 * args.hidden_size,
-            sliding_window=args.sliding_window,
-        ),
-    )
+    made = [d for d in (out, *out.parents) if not d.exists()]  # what a failure removes
+    try:
+        build_local_model(
+            out,
+            LocalModelConfig(
+                seed=args.seed,
+                num_hidden_layers=args.layers,
+                hidden_size=args.hidden_size,
+                intermediate_size=2 * args.hidden_size,
+                sliding_window=args.sliding_window,
+            ),
+        )
+    except BaseException:  # a missing extra, a bad value, Ctrl-C: leave nothing half-written
+        if made:
+            shutil.rmtree(made[-1], ignore_errors=True)
+        raise
     console.print(f"local model written to {out} (sha256 {directory_hash(out)[:16]})")
     return 0

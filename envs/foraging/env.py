@@ -1,4 +1,5 @@
-"""``foraging-v0``: level-based foraging, where most items need several agents at once."""
+"""``foraging-v1`` (and ``foraging-v0``): level-based foraging, where most items need several
+agents at once."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from teamgym.envs import events as ev
+from teamgym.envs.foraging import feedback as say
 from teamgym.envs.foraging.world import MOVES, Field, spawn
 from teamgym.envs.grid import offset_words
+from teamgym.envs.parsing import normalize_action, parse_reply
 from teamgym.envs.presets import int_in, resolve
 from teamgym.envs.text_env import GameStep, TextParallelEnv
 
@@ -61,6 +64,11 @@ class ForagingEnv(TextParallelEnv):
         force_coop: every item's level is the sum of all agents' levels (the whole team must
             load it together).
         sight: how many cells around it an agent sees (None: the whole field).
+        feedback: ``"detailed"`` (``foraging-v1``) says what happened to each action: the
+            move and where it led, what blocked it (an item, the edge of the field, teammates
+            in or moving into the same cell), a load with whom, the reward and the items left,
+            a failed load with the loaders' summed level and the item's. ``"legacy"``
+            (``foraging-v0``) keeps 0.1.0's "Nothing happened." for every legal action.
 
     >>> env = ForagingEnv(num_agents=2, difficulty="easy")
     >>> obs, infos = env.reset(seed=1)
@@ -82,6 +90,7 @@ class ForagingEnv(TextParallelEnv):
         max_item_level: int | None = None,
         force_coop: bool | None = None,
         sight: int | Literal["preset"] | None = "preset",
+        feedback: Literal["detailed", "legacy"] = "detailed",
         **base: Any,
     ) -> None:
         """Rules in the class docstring; ``base`` takes the common options of ``TextParallelEnv``."""
@@ -96,11 +105,14 @@ class ForagingEnv(TextParallelEnv):
         int_in("max_agent_level", cfg["max_agent_level"], 1, 5)
         if cfg["sight"] is not None and (not isinstance(cfg["sight"], int) or cfg["sight"] < 1):
             raise ValueError(f"sight must be a positive int or None, got {cfg['sight']!r}")
+        if feedback not in ("detailed", "legacy"):
+            raise ValueError(f"feedback must be 'detailed' or 'legacy', got {feedback!r}")
         if cfg["force_coop"] and num_agents > 4:
             raise ValueError("force_coop needs at most 4 agents: an item has only 4 neighbours")
         self.size, self.num_items = cfg["size"], cfg["num_items"]
         self.max_agent_level, self.max_item_level = cfg["max_agent_level"], max_item_level
         self.force_coop, self.sight = bool(cfg["force_coop"]), cfg["sight"]
+        self.feedback = feedback
         self.field: Field | None = None
         self.loaded_levels = 0
         self._tried: set[Cell] = set()
@@ -144,27 +156,77 @@ class ForagingEnv(TextParallelEnv):
                 wanted.setdefault((r, c), []).append(agent)
                 if action == "load":
                     loaders.append(agent)
+        start = dict(f.pos)
         for cell, who in wanted.items():  # two or more agents into one cell: none of them moves
             if len(who) == 1:
                 f.pos[who[0]] = cell
-        rewards, events = self._load(loaders)
+        said = self._move_feedback(actions, wanted, start) if self.feedback == "detailed" else None
+        rewards, events = self._load(loaders, said)
         done = not f.items
         if done or self.num_steps + 1 >= self.max_steps:
             score = self.loaded_levels / f.food_spawned if f.food_spawned else 1.0
             events.append(ev.outcome(done, score))
-        return GameStep(rewards=rewards, events=events, done=done)
+        if said is not None and done:
+            said = {a: f"{said[a]} {say.won()}" if said.get(a) else say.won() for a in actions}
+        return GameStep(rewards=rewards, feedback=said or {}, events=events, done=done)
 
-    def _load(self, loaders: list[str]) -> tuple[dict[str, float], list[dict[str, Any]]]:
-        """Resolve the load attempts in agent order: each item with the loaders next to it."""
+    def _move_feedback(
+        self, actions: dict[str, str | None], wanted: dict[Cell, list[str]], start: dict[str, Cell]
+    ) -> dict[str, str]:
+        """Detailed feedback on moves, waits and unusable replies (loads are told in ``_load``)."""
+        f = self.field
+        assert f is not None
+        out = {}
+        for agent in actions:
+            action = actions[agent]
+            if action is None:
+                why = say.cannot(f, start[agent], self._attempted(agent))
+                if why:
+                    out[agent] = why
+            elif action == "wait":
+                out[agent] = say.waited(start[agent])
+            elif action in MOVES:
+                dr, dc = MOVES[action]
+                target = (start[agent][0] + dr, start[agent][1] + dc)
+                others = [a for a in wanted[target] if a != agent]
+                if not others:
+                    out[agent] = say.moved(action, target)
+                    continue
+                movers = [a for a in others if actions.get(a) in MOVES]
+                stayers = [a for a in others if a not in movers]
+                out[agent] = say.blocked(action, start[agent], target, stayers, movers)
+        return out
+
+    def _attempted(self, agent: str) -> str | None:
+        """The action an unusable reply named, if any (to say why it is not legal now)."""
+        raw = self.raw_replies.get(agent)
+        if self.obs_mode == "vector":
+            names = self._game_action_names(agent)
+            try:
+                index = int(raw)  # type: ignore[arg-type]  # whatever was sent: refused below
+            except (TypeError, ValueError):
+                return None
+            return names[index][0] if 0 <= index < len(names) else None
+        action = parse_reply(raw).action
+        return normalize_action(action) if action else None
+
+    def _load(
+        self, loaders: list[str], said: dict[str, str] | None = None
+    ) -> tuple[dict[str, float], list[dict[str, Any]]]:
+        """Resolve the load attempts in agent order: each item with the loaders next to it;
+        ``said`` (detailed feedback) gets each loader's sentence."""
         f = self.field
         assert f is not None
         rewards: dict[str, float] = {}
         events: list[dict[str, Any]] = []
         pending = list(loaders)
+        loads: list[tuple[Cell, int, list[str]]] = []
         while pending:
             item = f.adjacent_item(f.pos[pending[0]])
             if item is None:  # its item went to an earlier group this step
-                pending.pop(0)
+                agent = pending.pop(0)
+                if said is not None:
+                    said[agent] = say.cannot(f, f.pos[agent], "load") or ""
                 continue
             group = [
                 a for a in pending if abs(f.pos[a][0] - item[0]) + abs(f.pos[a][1] - item[1]) == 1
@@ -177,12 +239,18 @@ class ForagingEnv(TextParallelEnv):
             level, total = f.items[item], sum(f.levels[a] for a in group)
             if total < level:
                 events.append(ev.subtask_failed(name, group, f"levels {total} < {level}"))
+                if said is not None:
+                    said.update({a: say.load_failed(f, a, item, level, group) for a in group})
                 continue
             for a in group:
                 rewards[a] = f.levels[a] * level / (total * f.food_spawned)
             del f.items[item]
             self.loaded_levels += level
             events.append(ev.subtask_completed(name, group))
+            loads.append((item, level, group))
+        if said is not None:  # after every load: "items left" counts the whole step's
+            for item, level, group in loads:
+                said.update({a: say.loaded(f, a, item, level, group, rewards[a]) for a in group})
         return rewards, events
 
     # ------------------------------------------------------------------ views
@@ -232,14 +300,19 @@ class ForagingEnv(TextParallelEnv):
     def _game_render(self) -> str:
         f = self.field
         if f is None:
-            return "foraging-v0 (not reset)"
+            return f"{self._name} (not reset)"
         grid = [["." for _ in range(self.size)] for _ in range(self.size)]
         for (r, c), lv in f.items.items():
             grid[r][c] = str(min(lv, 9))
         for a, (r, c) in f.pos.items():
             grid[r][c] = chr(ord("A") + int(a.removeprefix("robot_")))
-        head = f"foraging-v0 step {self.num_steps} loaded {self.loaded_levels}/{f.food_spawned}"
+        head = f"{self._name} step {self.num_steps} loaded {self.loaded_levels}/{f.food_spawned}"
         return head + "\n" + "\n".join("".join(row) for row in grid)
+
+    @property
+    def _name(self) -> str:
+        """The registered id this configuration is (the render's header)."""
+        return "foraging-v0" if self.feedback == "legacy" else "foraging-v1"
 
     def _game_vector_size(self) -> int:
         return 3 + 3 * self.num_items + 3 * (len(self.possible_agents) - 1)

@@ -44,7 +44,7 @@ def test_a_dead_server_marks_episodes_errored_and_the_run_goes_on(tmp_path: Path
     }
     suite = _suite(tmp_path, [dead, "expert"], [{"id": "signal-v0"}])
     out = tmp_path / "run"
-    proc = _bench(str(suite), "--out", str(out))
+    proc = _bench(str(suite), "--out", str(out), "--no-preflight")  # the episodes meet it
     assert proc.returncode == 3, proc.stdout + proc.stderr  # episodes errored (--allow-errors: 0)
     assert "2 episodes errored" in proc.stdout and "run the same command again" in proc.stdout
     results = load_run(out)
@@ -57,7 +57,7 @@ def test_a_dead_server_marks_episodes_errored_and_the_run_goes_on(tmp_path: Path
     dead_row = next(r for r in summary["rows"] if r["agent"].startswith("openai:"))
     assert dead_row["success"]["mean"] is None  # no silent zero score
     assert "Errored episodes" in (out / "report.md").read_text()
-    again = _bench(str(suite), "--out", str(out))  # retries the errored ones, skips the rest
+    again = _bench(str(suite), "--out", str(out), "--no-preflight")  # retries the errored only
     assert "resuming" in again.stdout and "2 of 4 episodes done" in again.stdout
     lines = (out / "results.jsonl").read_text().splitlines()
     assert len(lines) == 6

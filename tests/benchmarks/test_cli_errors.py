@@ -69,9 +69,9 @@ def test_env_arg_without_env_names_the_env_that_refused_and_the_ones_that_take_i
     proc = _teamgym("baselines", "--episodes", "1", "--quiet", "--env-arg", "pick_by=name")
     out = _one_line(proc.stdout)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "error: foraging-v0 got unknown argument(s) 'pick_by'; accepted: communication," in out
+    assert "error: foraging-v1 got unknown argument(s) 'pick_by'; accepted: communication," in out
     assert (
-        "Without --env, --env-arg applies to every env and foraging-v0, keydoor-v0, "
+        "Without --env, --env-arg applies to every env and foraging-v1, keydoor-v0, "
         "publicgoods-v0 and thor-assembly-v0 refused pick_by; signal-v1 takes them: "
         "--env signal-v1" in out
     ), out
@@ -80,7 +80,7 @@ def test_env_arg_without_env_names_the_env_that_refused_and_the_ones_that_take_i
 def test_env_arg_refusals_in_process() -> None:
     every = list(registry())
     # a value one env refuses: its message gains the env id
-    with pytest.raises(CommandError, match=r"^(\S+-v0): .*num_agents.*\n.*refused num_agents"):
+    with pytest.raises(CommandError, match=r"^(\S+-v\d): .*num_agents.*\n.*refused num_agents"):
         check_envs(every, {"num_agents": 1}, chosen=False)
     # no env takes the pair: say how to pick one
     with pytest.raises(CommandError, match="pick the env they are meant for with --env ENV"):

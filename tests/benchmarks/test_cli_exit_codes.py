@@ -29,7 +29,7 @@ def _one_line(text: str) -> str:
 def _dead_run(out: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     return _teamgym(
         "bench", "run", "smoke", "--env", "signal-v1", "--episodes", "2", "--agent", DEAD,
-        "--out", str(out), "--quiet", *flags,
+        "--out", str(out), "--quiet", "--no-preflight", *flags,
     )  # fmt: skip
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["GAUGES", "MetricsExporter", "record_exporter"]
+__all__ = ["EPISODE_GAUGES", "GAUGES", "MetricsExporter", "record_exporter"]
 
 #: record key -> (gauge name, help text)
 GAUGES = {
@@ -30,15 +30,35 @@ GAUGES = {
 }
 
 
-class MetricsExporter:
-    """Gauges on their own registry, served over HTTP at ``host:port`` (``/metrics``)."""
+#: The gauges of a benchmark run (``bench run --metrics-port``): the episode metrics only, so a
+#: scrape shows no training gauges that would sit at 0.
+EPISODE_GAUGES = {
+    key: GAUGES[key]
+    for key in (
+        "success",
+        "team_return",
+        "collaboration_index",
+        "communication_frequency",
+        "invalid_action_rate",
+    )
+}
 
-    def __init__(self, port: int, host: str = "127.0.0.1") -> None:
+
+class MetricsExporter:
+    """Gauges on their own registry, served over HTTP at ``host:port`` (``/metrics``);
+    ``gauges``: which of :data:`GAUGES` (record key -> name and help) it serves."""
+
+    def __init__(
+        self,
+        port: int,
+        host: str = "127.0.0.1",
+        gauges: Mapping[str, tuple[str, str]] = GAUGES,
+    ) -> None:
         from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
         self.registry = CollectorRegistry()
         self.gauges = {
-            key: Gauge(name, doc, registry=self.registry) for key, (name, doc) in GAUGES.items()
+            key: Gauge(name, doc, registry=self.registry) for key, (name, doc) in gauges.items()
         }
         self.server, self.thread = start_http_server(port, addr=host, registry=self.registry)
         self.port = self.server.server_port
@@ -55,8 +75,11 @@ class MetricsExporter:
         self.server.shutdown()
 
 
-def record_exporter(port: int | None) -> Callable[[Mapping[str, Any]], None]:
-    """``MetricsExporter(port).update``, or a no-op without a port (no server, no import)."""
+def record_exporter(
+    port: int | None, gauges: Mapping[str, tuple[str, str]] = GAUGES
+) -> Callable[[Mapping[str, Any]], None]:
+    """``MetricsExporter(port, gauges=gauges).update``, or a no-op without a port (no server,
+    no import)."""
     if port is None:
         return lambda record: None
-    return MetricsExporter(port).update
+    return MetricsExporter(port, gauges=gauges).update

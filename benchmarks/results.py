@@ -69,9 +69,45 @@ class JsonLines:
                 except json.JSONDecodeError as exc:
                     raise CorruptRunError(
                         f"{self.path}:{n}: not a JSON record ({exc}); the file was edited or "
-                        "written by something else: move it away to start the run afresh"
+                        "written by something else: `teamgym bench repair "
+                        f"{self.path.parent}` sets such lines aside (kept in "
+                        f"{self.rejected.name}) and the next run plays those episodes again"
                     ) from None
         return out
+
+    @property
+    def rejected(self) -> Path:
+        """Where :meth:`set_aside` keeps the lines it takes out."""
+        return self.path.with_name(self.path.stem + ".rejected" + self.path.suffix)
+
+    def set_aside(self) -> int:
+        """Move every line that is not a JSON record with a ``key`` out of the file, into
+        :attr:`rejected` (appended, nothing lost); the rest is rewritten in order, whole or not
+        at all. Returns how many lines were set aside."""
+        if not self.path.exists():
+            return 0
+        keep, bad = [], []
+        for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines(True):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                record = None
+            if isinstance(record, dict) and "key" in record and line.endswith("\n"):
+                keep.append(line)
+            elif line.strip():
+                bad.append(line if line.endswith("\n") else line + "\n")
+        if bad:
+            with self.rejected.open("a", encoding="utf-8") as out:
+                out.writelines(bad)
+                out.flush()
+                os.fsync(out.fileno())
+            tmp = self.path.with_suffix(".tmp")
+            with tmp.open("w", encoding="utf-8") as out:
+                out.writelines(keep)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, self.path)
+        return len(bad)
 
     def append(self, record: dict[str, Any]) -> None:
         """Write ``record`` as one line and fsync it."""
@@ -90,5 +126,8 @@ def latest_by_key(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The last record of each ``key`` (a rerun of an errored episode supersedes it)."""
     for record in records:
         if not isinstance(record, dict) or "key" not in record:
-            raise CorruptRunError(f"a results line is not an episode record: {str(record)[:80]}")
+            raise CorruptRunError(
+                f"a results line is not an episode record: {str(record)[:80]}; "
+                "`teamgym bench repair RUN_DIR` sets such lines aside"
+            )
     return {r["key"]: r for r in records}

@@ -33,7 +33,7 @@ from teamgym.benchmarks.episodes import package_version, play_all
 from teamgym.benchmarks.results import CorruptRunError, JsonLines, latest_by_key
 from teamgym.benchmarks.suites import Job, Setting, Suite, digest
 
-__all__ = ["RunDirError", "check_agents", "preflight", "run_suite"]
+__all__ = ["RunDirError", "check_agents", "locked", "preflight", "run_suite", "suite_differences"]
 
 RESULTS = "results.jsonl"
 TRAJECTORIES = "trajectories.jsonl"
@@ -45,7 +45,7 @@ class RunDirError(RuntimeError):
 
 
 @contextlib.contextmanager
-def _locked(run_dir: Path) -> Iterator[None]:
+def locked(run_dir: Path) -> Iterator[None]:
     """Hold ``RUN_DIR/.lock`` so two processes never write one run."""
     with (run_dir / ".lock").open("w") as handle:
         try:
@@ -77,10 +77,12 @@ def _check_run_dir(run_dir: Path, suite: Suite) -> None:
                 stacklevel=2,
             )
         if held.get("suite_hash") != suite.hash:
+            differ = "; ".join(suite_differences(held.get("suite"), suite.source)[:5])
             raise RunDirError(
                 f"{run_dir} holds a run of suite {held.get('suite_name')!r} with other settings "
-                f"(hash {held.get('suite_hash')}, this one {suite.hash}); pass --out NEW_DIR, "
-                "or delete the directory to start again"
+                f"(hash {held.get('suite_hash')}, this one {suite.hash})"
+                + (f": {differ}" if differ else "")
+                + "; pass --out NEW_DIR, or delete the directory to start again"
             )
         return
     record = {
@@ -94,6 +96,31 @@ def _check_run_dir(run_dir: Path, suite: Suite) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     os.replace(tmp, path)  # whole or absent, even if killed here
+
+
+def suite_differences(held: Any, new: Any, where: str = "") -> list[str]:
+    """Where two suite sources differ, as ``path: old -> new`` lines (lists compared item by
+    item, mappings key by key)."""
+    if isinstance(held, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(held) | set(new), key=str):
+            path = f"{where}.{key}" if where else str(key)
+            out += suite_differences(held.get(key, "(none)"), new.get(key, "(none)"), path)
+        return out
+    if isinstance(held, list) and isinstance(new, list) and len(held) == len(new):
+        return [
+            line
+            for i, (a, b) in enumerate(zip(held, new, strict=True))
+            for line in suite_differences(a, b, f"{where}[{i}]")
+        ]
+    if held == new:
+        return []
+    return [f"{where or 'suite'}: {_short(held)} -> {_short(new)}"]
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, default=str, sort_keys=True)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 @dataclass(frozen=True)
@@ -128,7 +155,7 @@ def run_suite(
     returns the run directory."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    with _locked(run_dir):
+    with locked(run_dir):
         _check_run_dir(run_dir, suite)
         progress = plan(suite, run_dir)
         if on_plan is not None:

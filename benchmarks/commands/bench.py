@@ -61,6 +61,15 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     r = inner.add_parser("report", help="rewrite summary.json, report.md and plots of a run")
     r.add_argument("run_dir", metavar="RUN_DIR")
     r.set_defaults(run=_report)
+    f = inner.add_parser(
+        "repair",
+        help="set aside the lines of a run's results that are not episode records",
+        description="Move every line of RUN_DIR/results.jsonl that is not an episode record "
+        "(an edit, another writer) into results.rejected.jsonl, nothing lost; the next "
+        "`bench run` into RUN_DIR plays those episodes again.",
+    )
+    f.add_argument("run_dir", metavar="RUN_DIR")
+    f.set_defaults(run=_repair)
     c = inner.add_parser(
         "compare",
         help="did two runs reproduce each other? (--paired: is agent A better than B?)",
@@ -228,7 +237,7 @@ class _Live:
 
 def _run(args: argparse.Namespace, console: Console) -> int:
     """Load and check the suite and its agents, play what is missing, then report."""
-    from teamgym.adapters.prometheus import record_exporter
+    from teamgym.adapters.prometheus import EPISODE_GAUGES, record_exporter
     from teamgym.benchmarks.runner import RunDirError, check_agents, preflight, run_suite
     from teamgym.benchmarks.suites import SuiteError, load_suite
 
@@ -258,7 +267,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             f"cannot create the run directory {run_dir} ({exc.strerror}); pass another --out"
         ) from None
     try:
-        export = record_exporter(args.metrics_port)
+        export = record_exporter(args.metrics_port, EPISODE_GAUGES)
     except OSError as exc:  # the port is taken, or not ours to take
         raise CommandError(
             f"cannot serve metrics on port {args.metrics_port} ({exc.strerror or exc}); "
@@ -324,6 +333,28 @@ def _print_report(run_dir: Path, console: Console) -> int:
     written = f"report.md and plots ({', '.join(plots)})" if plots else "report.md (no plots)"
     console.print(f"results, summary.json, {written} in {run_dir}", markup=False)
     return errored
+
+
+def _repair(args: argparse.Namespace, console: Console) -> int:
+    """Set the bad lines of a run's results aside, holding the run's lock."""
+    from teamgym.benchmarks.results import JsonLines
+    from teamgym.benchmarks.runner import RESULTS, RunDirError, locked
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / RESULTS).is_file():
+        raise CommandError(f"{run_dir} holds no {RESULTS}: not a run directory")
+    results = JsonLines(run_dir / RESULTS)
+    with bad_input(RunDirError), locked(run_dir):
+        moved = results.set_aside()
+    if moved:
+        console.print(
+            f"set {moved} line(s) aside in {results.rejected}; `teamgym bench run` into "
+            f"{run_dir} plays those episodes again",
+            markup=False,
+        )
+    else:
+        console.print(f"{results.path}: every line is an episode record", markup=False)
+    return 0
 
 
 def _report(args: argparse.Namespace, console: Console) -> int:

@@ -317,6 +317,7 @@ def test_metrics_port_serves_the_live_figures(tmp_path: Path) -> None:
     )
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     assert "teamgym_success 1.0" in text and "teamgym_team_reward 4.0" in text
+    assert "teamgym_kl" not in text and "teamgym_loss" not in text  # no training gauges at 0
 
 
 def test_agent_flags_take_inline_yaml_mappings() -> None:

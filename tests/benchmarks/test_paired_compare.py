@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from teamgym.benchmarks.cli import main
-from teamgym.benchmarks.report import (
+from teamgym.benchmarks.paired import (
     mcnemar_exact,
     newcombe_paired,
     paired_compare,

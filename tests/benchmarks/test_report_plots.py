@@ -17,12 +17,10 @@ import matplotlib.pyplot as plt
 from matplotlib.collections import LineCollection
 from matplotlib.container import ErrorbarContainer
 
+from teamgym.benchmarks.plots import UNDEFINED_LABEL, ZERO_LABEL, figures
 from teamgym.benchmarks.report import (
     MEANS,
     RANGES,
-    UNDEFINED_LABEL,
-    ZERO_LABEL,
-    figures,
     mean_ci,
     summarise,
     write_report,

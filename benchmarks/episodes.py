@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from teamgym.adapters.agents import AgentError, RunAgent, build_agent
+from teamgym.adapters.agents import AgentError, AgentSpec, RunAgent, build_agent
 from teamgym.benchmarks.suites import Job, digest
 from teamgym.envs.lineup import Lineup
 from teamgym.envs.metrics import EpisodeTracker
@@ -45,8 +45,11 @@ def _teammates(job: Job, env: Any) -> dict[str, Any]:
     return Lineup.build(job.setting.env_id, seats, first_slot=1).start(env, job.seed).policies
 
 
-async def _play(job: Job, agent: RunAgent, save_observations: bool) -> tuple[dict, dict]:
-    """One episode: every agent of a step answers concurrently; returns (result, trajectory)."""
+async def _play(
+    job: Job, agent: RunAgent, save_observations: bool, partner: RunAgent | None = None
+) -> tuple[dict, dict]:
+    """One episode: every agent of a step answers concurrently; ``partner`` (cross-play) plays
+    the setting's ``partner_seats``; returns (result, trajectory)."""
     from teamgym.envs import make
 
     setting = job.setting
@@ -57,6 +60,10 @@ async def _play(job: Job, agent: RunAgent, save_observations: bool) -> tuple[dic
         obs, infos = env.reset(seed=job.seed)
         digest.update(to_json_line({"observations": obs, "infos": infos}).encode())
         player = agent.episode(env, job.seed)
+        players = dict.fromkeys(env.possible_agents, player)
+        if partner is not None:
+            partner_player = partner.episode(env, job.seed)
+            players.update(dict.fromkeys(setting.partner_seats, partner_player))
         mates = _teammates(job, env)
         tracker = EpisodeTracker(env.possible_agents)
         last_info = dict(infos)
@@ -65,7 +72,7 @@ async def _play(job: Job, agent: RunAgent, save_observations: bool) -> tuple[dic
             live = list(env.agents)
             try:
                 replies = await _ask_all(
-                    [_reply(mates.get(a), player, a, obs[a], last_info[a]) for a in live]
+                    [_reply(mates.get(a), players[a], a, obs[a], last_info[a]) for a in live]
                 )
             except AgentError as exc:
                 error = str(exc)
@@ -92,7 +99,8 @@ async def _play(job: Job, agent: RunAgent, save_observations: bool) -> tuple[dic
                 kept["observations"] = obs
             steps.append(kept)
         metrics = None if error else tracker.metrics().to_dict()
-        records = list(getattr(player, "records", []))
+        distinct = {id(p): p for p in players.values()}.values()  # the agent's first
+        records = [r for p in distinct for r in getattr(p, "records", [])]
     finally:
         env.close()
     trajectory = {"key": job.key, "seed": job.seed, "steps": steps, "agent_records": records}
@@ -124,6 +132,9 @@ def _result(
 ) -> dict[str, Any]:
     """The ``results.jsonl`` line of an episode (``wall_s`` is added by the caller)."""
     s = job.setting
+    partner = {}
+    if s.partner is not None:  # only cross-play lines carry these (the others stay as they were)
+        partner = {"partner": s.partner.label, "partner_seats": list(s.partner_seats)}
     return {
         "key": job.key,
         "status": "errored" if error else "ok",
@@ -135,6 +146,7 @@ def _result(
         "agent": s.label,
         "agent_config": s.agent.config(),
         "teammates": s.teammates,
+        **partner,
         "config_hash": s.config_hash,
         "seed": job.seed,
         "package_version": package_version(),
@@ -150,13 +162,13 @@ class _Agents:
     def __init__(self) -> None:
         self.built: dict[tuple[str, str], RunAgent] = {}
 
-    def get(self, job: Job) -> RunAgent:
-        spec = job.setting.agent
+    def get(self, spec: AgentSpec, env_id: str) -> RunAgent:
+        """The run-wide agent of ``spec`` (for ``env_id``), built on first use."""
         # LLM agents serve every env (one client, one in-flight limit); baselines are per env
-        env_key = job.setting.env_id if spec.kind == "baseline" else ""
+        env_key = env_id if spec.kind == "baseline" else ""
         key = (digest(spec.config()) + spec.label, env_key)
         if key not in self.built:
-            self.built[key] = build_agent(spec, job.setting.env_id)
+            self.built[key] = build_agent(spec, env_id)
         return self.built[key]
 
     async def aclose(self) -> None:
@@ -181,8 +193,11 @@ async def play_all(
     async def one(job: Job) -> None:
         async with gate:
             start = time.perf_counter()
+            setting = job.setting
             try:
-                result, trajectory = await _play(job, agents.get(job), save_observations)
+                partner = setting.partner and agents.get(setting.partner, setting.env_id)
+                agent = agents.get(setting.agent, setting.env_id)
+                result, trajectory = await _play(job, agent, save_observations, partner or None)
             except AgentError as exc:  # an agent that could not even start its episode
                 result = _result(job, None, str(exc), "", 0)
                 trajectory = {"key": job.key, "seed": job.seed, "steps": [], "agent_records": []}

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from teamgym.adapters.agents import build_agent
+from teamgym.adapters.agents import AgentSpec, build_agent
 from teamgym.benchmarks.episodes import package_version, play_all
 from teamgym.benchmarks.results import CorruptRunError, JsonLines, latest_by_key
 from teamgym.benchmarks.suites import Job, Setting, Suite, digest
@@ -177,23 +177,26 @@ def run_suite(
     return run_dir
 
 
-def _distinct_agents(settings: Iterable[Setting], kind: str | None = None) -> Iterator[Setting]:
-    """The first setting of each distinct non-baseline agent of ``settings`` (of ``kind``)."""
+def _distinct_agents(
+    settings: Iterable[Setting], kind: str | None = None
+) -> Iterator[tuple[AgentSpec, str]]:
+    """Each distinct non-baseline agent of ``settings`` (of ``kind``), agents under test and
+    cross-play partners alike, with the env id of its first setting."""
     seen: set[str] = set()
     for setting in settings:
-        spec = setting.agent
-        key = digest(spec.config()) + spec.label
-        if spec.kind == "baseline" or key in seen or kind not in (None, spec.kind):
-            continue
-        seen.add(key)
-        yield setting
+        for spec in (setting.agent, setting.partner):
+            if spec is None or spec.kind == "baseline" or kind not in (None, spec.kind):
+                continue
+            key = digest(spec.config()) + spec.label
+            if key not in seen:
+                seen.add(key)
+                yield spec, setting.env_id
 
 
-def _built(setting: Setting) -> Any:
-    """The setting's agent, built; its errors as ``ValueError("agent LABEL: ...")``."""
-    spec = setting.agent
+def _built(spec: AgentSpec, env_id: str) -> Any:
+    """The agent of ``spec``, built; its errors as ``ValueError("agent LABEL: ...")``."""
     try:
-        return build_agent(spec, setting.env_id)
+        return build_agent(spec, env_id)
     except (ValueError, TypeError, OSError) as exc:
         said = str(exc)  # the agents' own messages start with their label
         said = said if said.startswith(spec.label) else f"{spec.label}: {said}"
@@ -203,8 +206,8 @@ def _built(setting: Setting) -> Any:
 def check_agents(suite: Suite) -> None:
     """Build every LLM agent of the suite once before any episode plays, so a missing model
     directory, a bad URL or an option out of range is reported up front (``ValueError``)."""
-    for setting in _distinct_agents(suite.settings):
-        _built(setting).close()
+    for spec, env_id in _distinct_agents(suite.settings):
+        _built(spec, env_id).close()
 
 
 def _ok_keys(run_dir: Path | None) -> set[str]:
@@ -231,8 +234,8 @@ def preflight(suite: Suite, run_dir: str | Path | None = None) -> None:
     ok = _ok_keys(None if run_dir is None else Path(run_dir))
     todo = [s for s in suite.settings if any(Job(s, seed).key not in ok for seed in s.seeds)]
     servers: dict[tuple[str, str | None], list[Any]] = {}
-    for setting in _distinct_agents(todo, kind="openai"):
-        agent = _built(setting)
+    for spec, env_id in _distinct_agents(todo, kind="openai"):
+        agent = _built(spec, env_id)
         agent.close()
         servers.setdefault((agent.base_url, agent.api_key_env), []).append(agent)
     for agents in servers.values():

@@ -10,8 +10,10 @@ module in ``suites/`` and are named without a path. Top-level keys:
   for ``random`` plus every scripted baseline the env registered;
 * ``envs``: a list of entries, each ``id`` plus optional ``kwargs`` (constructor arguments),
   ``sweep`` (argument -> list of values: one setting per combination), ``agents``,
-  ``episodes``, ``seed`` and ``teammates`` (agent name -> baseline that plays it instead of
-  the agent under test).
+  ``episodes``, ``seed``, ``teammates`` (agent name -> baseline that plays it instead of
+  the agent under test) and ``partner`` (any agent spec, a baseline, ``checkpoint:DIR`` or an
+  LLM agent, that plays ``partner_seats``, by default every seat but the first, beside each
+  agent under test: cross-play, see :mod:`teamgym.benchmarks.crossplay`).
 
 Unknown keys are errors that list the allowed ones; every env, argument and baseline is
 checked by building it once, before any episode runs. :meth:`Suite.jobs` expands the suite
@@ -35,10 +37,29 @@ from teamgym.envs.lineup import check_teammates
 from teamgym.envs.seeds import episode_seeds
 from teamgym.names import EVAL_SEED_BASE
 
-__all__ = ["Job", "Setting", "Suite", "SuiteError", "load_suite", "shipped_suites"]
+__all__ = [
+    "Job",
+    "Setting",
+    "Suite",
+    "SuiteError",
+    "inline_agent",
+    "load_suite",
+    "parse_suite",
+    "shipped_suites",
+]
 
 _TOP_KEYS = ("name", "description", "seed", "episodes", "agents", "envs")
-_ENTRY_KEYS = ("id", "kwargs", "sweep", "agents", "episodes", "seed", "teammates")
+_ENTRY_KEYS = (
+    "id",
+    "kwargs",
+    "sweep",
+    "agents",
+    "episodes",
+    "seed",
+    "teammates",
+    "partner",
+    "partner_seats",
+)
 ALL_BASELINES = "baselines"
 """The agent name that expands to ``random`` plus the env's own scripted baselines."""
 
@@ -64,22 +85,33 @@ class Setting:
     agent: AgentSpec
     teammates: dict[str, str]
     seeds: tuple[int, ...]
+    partner: AgentSpec | None = None
+    """Cross-play: the agent that plays :attr:`partner_seats` (one player for them all)."""
+    partner_seats: tuple[str, ...] = ()
+    """The seats the partner plays; the agent under test plays the others."""
 
     @property
     def label(self) -> str:
-        """The agent's display name, with its teammates if any."""
+        """The agent's display name, with its teammates or partner if any."""
         mates = ",".join(f"{a}={b}" for a, b in sorted(self.teammates.items()))
+        if self.partner is not None:
+            mates = f"{','.join(self.partner_seats)}={self.partner.label}"
         return f"{self.agent.label}+{mates}" if mates else self.agent.label
 
     @property
     def config(self) -> dict[str, Any]:
-        """Everything that decides the episodes' behaviour (the config fingerprint's input)."""
-        return {
+        """Everything that decides the episodes' behaviour (the config fingerprint's input;
+        a setting without a partner hashes as it did before partners existed)."""
+        config = {
             "env_id": self.env_id,
             "kwargs": self.kwargs,
             "agent": self.agent.config(),
             "teammates": self.teammates,
         }
+        if self.partner is not None:
+            config["partner"] = self.partner.config()
+            config["partner_seats"] = list(self.partner_seats)
+        return config
 
     @property
     def config_hash(self) -> str:
@@ -164,7 +196,7 @@ def load_suite(
         raise SuiteError(f"{path}: a suite is a mapping with keys {', '.join(_TOP_KEYS)}")
     raw.setdefault("name", path.stem)
     if agents:  # flags: names, or inline YAML mappings ("{kind: openai, model: m, ...}")
-        raw["agents"] = [_inline(a) for a in agents]
+        raw["agents"] = [inline_agent(a) for a in agents]
     if episodes is not None:
         raw["episodes"] = episodes
     if seed is not None:
@@ -187,7 +219,7 @@ def load_suite(
     return parse_suite(raw, where=str(path), flag_agents=agents or None)
 
 
-def _inline(spec: str) -> Any:
+def inline_agent(spec: str) -> Any:
     """An ``--agent`` value: a mapping when written as inline YAML, else the string itself."""
     import yaml
 
@@ -279,6 +311,7 @@ def _entry_settings(
     teammates = {str(k): str(v) for k, v in (entry.get("teammates") or {}).items()}
     _check_teammates(teammates, env_id, at)
     specs = _agent_specs(entry.get("agents", agents), env_id, list(env_spec.baselines), at, typed)
+    partner = _partner_spec(entry, env_id, at, teammates)
     out = []
     names = list(sweep)
     for values in itertools.product(*sweep.values()):
@@ -293,9 +326,55 @@ def _entry_settings(
             check_teammates(teammates, agents_of_env)
         except ValueError as exc:
             raise SuiteError(f"{at}: {exc}") from None
+        seats = _partner_seats(entry, agents_of_env, at) if partner is not None else ()
         for agent in specs:
-            out.append(Setting(env_id, kwargs, agent, teammates, seeds))
+            out.append(Setting(env_id, kwargs, agent, teammates, seeds, partner, seats))
     return out
+
+
+def _partner_spec(
+    entry: Mapping[str, Any], env_id: str, at: str, teammates: Mapping[str, str]
+) -> AgentSpec | None:
+    """The entry's ``partner``, parsed and (for a baseline) built once; None without one."""
+    from teamgym.envs.baselines import make_baseline
+
+    if "partner" not in entry:
+        if "partner_seats" in entry:
+            raise SuiteError(f"{at}: 'partner_seats' needs a 'partner'")
+        return None
+    if teammates:
+        raise SuiteError(f"{at}: an entry has 'teammates' or a 'partner', not both")
+    written = entry["partner"]
+    if written == ALL_BASELINES:
+        raise SuiteError(f"{at}: partner: name one agent, not {ALL_BASELINES!r}")
+    try:
+        partner = parse_agent_spec(written)
+        if partner.kind == "baseline":
+            make_baseline(env_id, partner.options["name"])
+    except (ValueError, KeyError, FileNotFoundError) as exc:
+        message = exc.args[0] if exc.args else exc
+        raise SuiteError(f"{at}: partner {written!r}: {message}") from None
+    return partner
+
+
+def _partner_seats(entry: Mapping[str, Any], agents: Sequence[str], at: str) -> tuple[str, ...]:
+    """The seats the partner plays: the entry's ``partner_seats``, else every seat but the
+    first; at least one seat is left to the agent under test."""
+    written = entry.get("partner_seats", list(agents[1:]))
+    if isinstance(written, str):
+        written = [s.strip() for s in written.split(",") if s.strip()]
+    if not isinstance(written, list) or not written:
+        raise SuiteError(f"{at}: 'partner_seats' is a non-empty list of agent names")
+    unknown = sorted(set(map(str, written)) - set(agents))
+    if unknown:
+        raise SuiteError(
+            f"{at}: partner_seats: no agent(s) {', '.join(unknown)} in this env "
+            f"(its agents: {', '.join(agents)})"
+        )
+    seats = tuple(a for a in agents if a in set(map(str, written)))
+    if len(seats) == len(agents):
+        raise SuiteError(f"{at}: partner_seats takes every seat; leave one to the agent under test")
+    return seats
 
 
 def _check_teammates(teammates: Mapping[str, str], env_id: str, at: str) -> None:

@@ -92,3 +92,15 @@ register(
     baselines={"expert": "teamgym.envs.thor_assembly.baselines:ThorExpert"},
     message_feedback=False,  # 0.1.0's wording; its rules give every action feedback anyway
 )
+register(
+    "hanabi-v0",
+    "teamgym.envs.hanabi:HanabiEnv",
+    description="Hanabi: players see each other's cards but not their own, and build five fireworks together from hints.",
+    baselines={"expert": "teamgym.envs.hanabi.baselines:HanabiConventions"},
+)
+register(
+    "kitchen-v0",
+    "teamgym.envs.kitchen:KitchenEnv",
+    description="Overcooked-AI's kitchen: two chefs cook onion soups (3 onions, cook, plate, serve) on its classic layouts.",
+    baselines={"expert": "teamgym.envs.kitchen.baselines:KitchenPlanner"},
+)

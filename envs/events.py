@@ -36,6 +36,11 @@ EVENT_TYPES = (
     "invalid_action",
     "outcome",
     "role",
+    # a game's own events, read by its docs and by researchers, not by the shared metrics
+    "hint",  # hanabi-v0: a hint given (giver, receiver, colour or rank, cards pointed)
+    "play",  # hanabi-v0: a card played that scored
+    "misplay",  # hanabi-v0: a card played that burned a fuse
+    "discard",  # hanabi-v0: a card discarded (critical: the last copy of one still needed)
 )
 
 

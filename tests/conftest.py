@@ -1,4 +1,4 @@
-"""Shared fixtures: run Python in a fresh process, the repository root."""
+"""Shared fixtures: run Python in a fresh process, the repository root, the reference engines."""
 
 from __future__ import annotations
 
@@ -51,3 +51,57 @@ def tokenizer(model_dir):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(model_dir)
+
+
+#: The reference engines, pinned: what the rule and dynamics tests compare against.
+PACKAGES = ("hanabi-learning-environment==0.0.4", "overcooked-ai==1.1.0")
+#: Where the venv lives (ignored by git); ``TEAMGYM_REFERENCE_VENV`` overrides it.
+DEFAULT_DIR = Path(__file__).resolve().parents[1] / ".venv-ref"
+_PROBE = "import hanabi_learning_environment.pyhanabi, overcooked_ai_py.mdp.overcooked_mdp"
+
+
+def build_reference_venv() -> Path:
+    """The interpreter of a venv holding :data:`PACKAGES`, built on first use (about 45 s on
+    2 cores); raises ``RuntimeError`` with pip's output when it cannot be built."""
+    root = Path(os.environ.get("TEAMGYM_REFERENCE_VENV", DEFAULT_DIR))
+    python = root / "bin" / "python"
+    if python.exists() and _works(python):
+        return python
+    env = {
+        **os.environ,
+        "CMAKE_POLICY_VERSION_MINIMUM": "3.5",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+    steps = [
+        [sys.executable, "-m", "venv", "--clear", str(root)],
+        [str(python), "-m", "pip", "install", "-q", *PACKAGES],
+    ]
+    for cmd in steps:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"cannot build the reference-engine venv at {root} ({' '.join(cmd[:4])} ...): "
+                f"{(proc.stdout + proc.stderr)[-3000:]}"
+            )
+    if not _works(python):
+        raise RuntimeError(f"the reference venv at {root} was built but cannot import {PACKAGES}")
+    return python
+
+
+def _works(python: Path) -> bool:
+    """Whether ``python`` imports both reference engines."""
+    proc = subprocess.run([str(python), "-c", _PROBE], capture_output=True, timeout=120)
+    return proc.returncode == 0
+
+
+@pytest.fixture(scope="session")
+def reference_python() -> Path:
+    """The interpreter of the reference-engine venv (``.venv-ref``, built on first use): run
+    a driver of ``tests/reference/`` with it. Without it (no package index) the test skips,
+    except under ``CI=true``, where a missing reference is a failure."""
+    try:
+        return build_reference_venv()
+    except RuntimeError as exc:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(str(exc))
+        pytest.skip(f"reference engines unavailable: {exc}")

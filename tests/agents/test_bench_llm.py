@@ -94,3 +94,41 @@ def test_a_served_model_scores_as_the_same_model_in_process(tmp_path: Path, mode
         assert via_http["status"] == in_process["status"] == "ok", via_http["error"]
         assert via_http["trajectory_hash"] == in_process["trajectory_hash"], key
         assert via_http["metrics"] == in_process["metrics"], key
+
+
+def test_an_llm_agent_plays_the_partner_seats_of_a_crossplay_setting(
+    tmp_path: Path, chat_server
+) -> None:
+    """Cross-play with an LLM partner: it answers for its seats only (its requests carry
+    their observations), the scripted agent plays the others, and its exchanges are saved."""
+    from teamgym.benchmarks.crossplay import crossplay_source
+    from teamgym.benchmarks.results import JsonLines
+    from teamgym.benchmarks.runner import run_suite
+    from teamgym.benchmarks.suites import parse_suite
+
+    chat_server.script = lambda n, body: chat_server.Reply(
+        chat_server.completion("<action>contribute 7</action>")
+    )
+    llm = {"kind": "openai", "model": "m", "base_url": chat_server.url, "label": "llm"}
+    source = crossplay_source(
+        ["publicgoods-v0"],
+        ["freerider", llm],
+        episodes=1,
+        seed=3,
+        partner_seats=["robot_2"],
+        kwargs={"num_agents": 3, "communication": False, "num_rounds": 2},
+    )
+    run_suite(parse_suite(source), tmp_path / "run")
+    results = load_run(tmp_path / "run")
+    assert all(r["status"] == "ok" for r in results.values()) and len(results) == 4
+    (mixed,) = [r for r in results.values() if r["agent"] == "freerider+robot_2=llm"]
+    trajectories = {t["key"]: t for t in JsonLines(tmp_path / "run/trajectories.jsonl").load()}
+    trajectory = trajectories[mixed["key"]]
+    for step in trajectory["steps"]:
+        assert step["actions"]["robot_2"] == "<action>contribute 7</action>"
+        assert (
+            step["actions"]["robot_0"]
+            == step["actions"]["robot_1"]
+            == "<action>contribute 0</action>"
+        )
+    assert len(trajectory["agent_records"]) == 2  # the partner's two requests, one per round

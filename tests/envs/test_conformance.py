@@ -8,11 +8,20 @@ import json
 import pytest
 from pettingzoo.test import parallel_api_test, parallel_seed_test
 
-from teamgym.envs import make, registry
+from teamgym.envs import make, registry, spec
 from teamgym.envs.conformance import check_contract, check_env
 
 ENV_IDS = list(registry())
-CASES = [(e, m, n) for e in ENV_IDS for m in ("text", "vector") for n in (2, 3, 5)]
+
+
+def _team_sizes(env_id: str) -> list[int]:
+    """Two, three and five agents, those the game supports (kitchen: two chefs only)."""
+    game = spec(env_id).load()
+    low, high = getattr(game, "min_agents", 2), getattr(game, "max_agents", 8)
+    return [n for n in (2, 3, 5) if low <= n <= high]
+
+
+CASES = [(e, m, n) for e in ENV_IDS for m in ("text", "vector") for n in _team_sizes(e)]
 IDS = [f"{e}-{m}-{n}agents" for e, m, n in CASES]
 
 

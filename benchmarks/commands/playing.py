@@ -1,0 +1,241 @@
+"""Play a suite from the command line: the progress, the run, the printed results table and
+the exit status, shared by ``bench run`` and ``bench crossplay``."""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from teamgym.benchmarks.commands.common import CommandError, bad_input, port, positive_int
+from teamgym.benchmarks.results import CorruptRunError
+
+if TYPE_CHECKING:
+    from teamgym.benchmarks.runner import RunProgress
+    from teamgym.benchmarks.suites import Suite
+
+__all__ = ["EXIT_ERRORED", "RUN_EPILOG", "add_play_options", "play_suite", "print_report"]
+
+#: ``bench run``'s exit status when episodes errored (``bench compare`` uses 1, usage errors 2)
+EXIT_ERRORED = 3
+
+RUN_EPILOG = (
+    "exit status: 0 when every episode finished; "
+    f"{EXIT_ERRORED} when episodes errored (the reasons are in RUN_DIR/report.md and "
+    "results.jsonl; --allow-errors makes it 0); 2 for bad input; 130 when interrupted"
+)
+
+
+class Live:
+    """The progress of a run and its live figures (this session's episodes): a bar on a
+    terminal; elsewhere (a CI log, a pipe) a plain line every :attr:`EVERY_S` seconds or
+    :attr:`LINES` times a run, whichever comes first."""
+
+    EVERY_S = 10.0
+    """Seconds between plain progress lines at most (checked as episodes finish)."""
+    LINES = 20
+    """Plain progress lines per run at least (one per 5% of the episodes to play)."""
+
+    def __init__(self, console: Console, name: str, total: int, quiet: bool, export: Any) -> None:
+        self.console, self.export, self.name = console, export, name
+        self.plain = not quiet and not console.is_terminal
+        self.tally = {"ok": 0, "success": 0, "errored": 0}
+        self.done, self.total, self.todo = 0, total, total
+        self.start = self.last = time.monotonic()
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[live]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+            disable=quiet or self.plain,
+        )
+        self.task = self.progress.add_task(escape(name), total=total, live="")
+
+    def planned(self, todo: RunProgress, run_dir: Path) -> None:
+        """Start the bar where a resumed run stands."""
+        self.progress.update(self.task, completed=todo.done)
+        self.done, self.todo = todo.done, len(todo.todo)
+        self.start = self.last = time.monotonic()
+        if todo.done and not todo.todo:
+            self.console.print(
+                f"{run_dir} is complete: all {todo.total} episodes done; nothing to play",
+                markup=False,
+            )
+        elif todo.done:
+            self.console.print(
+                f"resuming {run_dir}: {todo.done} of {todo.total} episodes done", markup=False
+            )
+
+    def finished(self, result: dict) -> None:
+        """One more episode: advance, show the success rate so far, export the gauges."""
+        t = self.tally
+        if result["status"] == "ok":
+            t["ok"] += 1
+            t["success"] += bool(result["metrics"]["success"])
+        else:
+            t["errored"] += 1
+        rate = t["success"] / t["ok"] if t["ok"] else 0.0
+        errored = f", {t['errored']} errored" if t["errored"] else ""
+        self.progress.update(self.task, advance=1, live=f"success {rate:.0%}{errored}")
+        self.done += 1
+        if self.plain:
+            self._line(f"success {rate:.0%}{errored}")
+        self.export({**(result["metrics"] or {}), "success": rate})
+
+    def _line(self, live: str) -> None:
+        """A plain progress line, when one is due."""
+        now, played = time.monotonic(), self.tally["ok"] + self.tally["errored"]
+        step = max(1, self.todo // self.LINES)
+        if played % step and now - self.last < self.EVERY_S and played < self.todo:
+            return
+        self.last = now
+        speed = played / max(now - self.start, 1e-6)
+        self.console.print(
+            f"{self.name}: {self.done}/{self.total} episodes, {speed:.1f} episodes/s, {live}",
+            markup=False,
+        )
+
+
+def add_play_options(p: argparse.ArgumentParser) -> None:
+    """The options of how a suite is played (concurrency, Ray, outputs, checks)."""
+    p.add_argument(
+        "--concurrency", type=positive_int, default=4, help="episodes in flight (LLM agents)"
+    )
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="spread episodes over Ray: a local instance, or the cluster at ADDRESS",
+    )
+    p.add_argument(
+        "--save-observations", action="store_true", help="keep observations in trajectories.jsonl"
+    )
+    p.add_argument("--metrics-port", type=port, help="serve Prometheus gauges on this port")
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress (a bar on a terminal, else a line every "
+        f"{Live.EVERY_S:g} s or {Live.LINES} times a run)",
+    )
+    p.add_argument(
+        "--no-preflight",
+        action="store_true",
+        help="skip the request to each LLM server (GET BASE_URL/models) made before the first "
+        "episode",
+    )
+    p.add_argument(
+        "--allow-errors",
+        action="store_true",
+        help=f"exit 0 even when episodes errored (default: exit {EXIT_ERRORED})",
+    )
+
+
+def play_suite(suite: Suite, args: argparse.Namespace, console: Console) -> int:
+    """Play what is missing of a checked ``suite`` into ``args.out`` (default
+    ``runs/SUITE``), then print the results table; returns the exit status."""
+    from teamgym.adapters.prometheus import EPISODE_GAUGES, record_exporter
+    from teamgym.benchmarks.runner import RunDirError, preflight, run_suite
+
+    if args.ray is not None:
+        from teamgym.benchmarks.ray_runner import require_ray
+
+        require_ray()
+    run_dir = Path(args.out or Path("runs") / suite.name)
+    if not args.no_preflight:
+        try:
+            preflight(suite, run_dir)
+        except ValueError as exc:
+            raise CommandError(f"{exc} (--no-preflight skips this check)") from None
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CommandError(
+            f"cannot create the run directory {run_dir} ({exc.strerror}); pass another --out"
+        ) from None
+    try:
+        export = record_exporter(args.metrics_port, EPISODE_GAUGES)
+    except OSError as exc:  # the port is taken, or not ours to take
+        raise CommandError(
+            f"cannot serve metrics on port {args.metrics_port} ({exc.strerror or exc}); "
+            "pick another --metrics-port"
+        ) from None
+    live = Live(console, suite.name, len(suite), args.quiet, export)
+    try:
+        with live.progress, bad_input(RunDirError, CorruptRunError), warnings.catch_warnings():
+            warnings.simplefilter("always")
+            run_suite(
+                suite,
+                run_dir,
+                concurrency=args.concurrency,
+                ray_address=args.ray,
+                save_observations=args.save_observations,
+                on_result=live.finished,
+                on_plan=lambda todo: live.planned(todo, run_dir),
+            )
+    except KeyboardInterrupt:
+        done = live.tally["ok"] + live.tally["errored"]
+        console.print(
+            f"interrupted: the {done} episodes finished in this session are saved in {run_dir}; "
+            "run the same command to resume",
+            markup=False,
+        )
+        return 130
+    errored = print_report(run_dir, console)
+    if errored and not args.allow_errors:
+        console.print(
+            f"[red]error:[/red] {errored} of {len(suite)} episodes errored; the reasons are in "
+            f"{escape(str(run_dir / 'report.md'))} and {escape(str(run_dir / 'results.jsonl'))} "
+            f"(exit status {EXIT_ERRORED}; --allow-errors exits 0)",
+            soft_wrap=True,
+        )
+        return EXIT_ERRORED
+    return 0
+
+
+def print_report(run_dir: Path, console: Console) -> int:
+    """Write and print the run's report; returns how many episodes errored."""
+    from teamgym.benchmarks.report import columns_and_rows, write_report
+
+    report = write_report(run_dir)
+    rows, plots = report.rows, report.plots
+    table = Table(title=escape(str(run_dir)), box=box.SIMPLE_HEAD, pad_edge=False)
+    columns, cells = columns_and_rows(rows)
+    for col in columns:
+        left = col in ("env", "args", "agent", "fingerprint")
+        table.add_column(col, justify="left" if left else "right", no_wrap=col != "args")
+    for row in cells:
+        table.add_row(*map(escape, row))
+    if not console.is_terminal:  # a log or a pipe: whole rows, however wide
+        wide = console.options.update(max_width=1000)
+        console.width = max(console.width, console.measure(table, options=wide).maximum)
+    console.print(table)
+    errored = sum(r["errored"] for r in rows)
+    if errored:
+        console.print(
+            f"[yellow]{errored} episodes errored[/yellow] (reasons in "
+            f"{escape(str(run_dir / 'report.md'))}); "
+            "run the same command again to retry them"
+        )
+    written = f"report.md and plots ({', '.join(plots)})" if plots else "report.md (no plots)"
+    console.print(f"results, summary.json, {written} in {run_dir}", markup=False)
+    return errored

@@ -30,6 +30,7 @@ __all__ = [
     "Matrix",
     "crossplay_matrix",
     "crossplay_source",
+    "matrix_lines",
     "write_crossplay",
 ]
 

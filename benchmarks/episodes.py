@@ -39,17 +39,29 @@ def _env_version(env_id: str) -> int | None:
 
 
 def _teammates(job: Job, env: Any) -> dict[str, Any]:
-    """The scripted teammates of one episode, each its own policy, in slots 1, 2, ... in
-    agent-name order (the agent under test holds slot 0): see :class:`Lineup`."""
-    seats = dict(sorted(job.setting.teammates.items()))
-    return Lineup.build(job.setting.env_id, seats, first_slot=1).start(env, job.seed).policies
+    """The scripted teammates of one episode, seated by :class:`Lineup` (the agent under test
+    holds slot 0): teammates each their own policy in slots 1, 2, ... in agent-name order; a
+    scripted cross-play partner (a baseline or ``checkpoint:DIR``) one policy for all its
+    seats, in slot 1, so its random stream is never the agent's."""
+    setting = job.setting
+    partner = setting.partner
+    if partner is not None and partner.kind == "baseline":
+        seats = dict.fromkeys(setting.partner_seats, partner.options["name"])
+        return (
+            Lineup.build(setting.env_id, seats, share=True, first_slot=1)
+            .start(env, job.seed)
+            .policies
+        )
+    seats = dict(sorted(setting.teammates.items()))
+    return Lineup.build(setting.env_id, seats, first_slot=1).start(env, job.seed).policies
 
 
 async def _play(
     job: Job, agent: RunAgent, save_observations: bool, partner: RunAgent | None = None
 ) -> tuple[dict, dict]:
-    """One episode: every agent of a step answers concurrently; ``partner`` (cross-play) plays
-    the setting's ``partner_seats``; returns (result, trajectory)."""
+    """One episode: every agent of a step answers concurrently; ``partner``, a cross-play
+    partner that is not scripted (an LLM agent), plays the setting's ``partner_seats``;
+    returns (result, trajectory)."""
     from teamgym.envs import make
 
     setting = job.setting
@@ -61,9 +73,10 @@ async def _play(
         digest.update(to_json_line({"observations": obs, "infos": infos}).encode())
         player = agent.episode(env, job.seed)
         players = dict.fromkeys(env.possible_agents, player)
+        distinct = [player]
         if partner is not None:
-            partner_player = partner.episode(env, job.seed)
-            players.update(dict.fromkeys(setting.partner_seats, partner_player))
+            distinct.append(partner.episode(env, job.seed))
+            players.update(dict.fromkeys(setting.partner_seats, distinct[-1]))
         mates = _teammates(job, env)
         tracker = EpisodeTracker(env.possible_agents)
         last_info = dict(infos)
@@ -99,8 +112,7 @@ async def _play(
                 kept["observations"] = obs
             steps.append(kept)
         metrics = None if error else tracker.metrics().to_dict()
-        distinct = {id(p): p for p in players.values()}.values()  # the agent's first
-        records = [r for p in distinct for r in getattr(p, "records", [])]
+        records = [r for p in distinct for r in getattr(p, "records", [])]  # agent, then partner
     finally:
         env.close()
     trajectory = {"key": job.key, "seed": job.seed, "steps": steps, "agent_records": records}
@@ -195,9 +207,11 @@ async def play_all(
             start = time.perf_counter()
             setting = job.setting
             try:
-                partner = setting.partner and agents.get(setting.partner, setting.env_id)
+                partner = setting.partner  # a scripted one is seated by _teammates
+                llm = None if partner is None or partner.kind == "baseline" else partner
                 agent = agents.get(setting.agent, setting.env_id)
-                result, trajectory = await _play(job, agent, save_observations, partner or None)
+                other = None if llm is None else agents.get(llm, setting.env_id)
+                result, trajectory = await _play(job, agent, save_observations, other)
             except AgentError as exc:  # an agent that could not even start its episode
                 result = _result(job, None, str(exc), "", 0)
                 trajectory = {"key": job.key, "seed": job.seed, "steps": [], "agent_records": []}

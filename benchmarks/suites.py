@@ -273,7 +273,10 @@ def parse_suite(
     seen: dict[str, str] = {}
     for s in settings:
         if s.config_hash in seen:
-            raise SuiteError(f"{where}: the setting {s.group!r} appears twice")
+            raise SuiteError(
+                f"{where}: the setting {s.group!r} appears twice (two agents with one label? "
+                "give each a distinct 'label:')"
+            )
         seen[s.config_hash] = s.group
     return Suite(
         str(raw.get("name", "suite")), str(raw.get("description", "")), tuple(settings), dict(raw)

@@ -49,3 +49,34 @@ def test_the_main_job_prints_the_readme_table(tmp_path) -> None:
     assert printed == expected
     assert (tmp_path / "runs" / "smoke" / "report.md").is_file()
     assert (tmp_path / "runs" / "smoke" / "success.png").is_file()
+
+
+def _table(title: str) -> tuple[list[str], list[str]]:
+    """The header cells and the first data row of the README table whose header starts with
+    ``title``."""
+    lines = README.split(f"| {title}", 1)[1].splitlines()
+    head = [c.strip() for c in lines[0].split("|")[1:-1]]
+    row = [c.strip() for c in lines[2].split("|")[1:-1]]
+    return head, row[1:]
+
+
+def test_the_canonical_games_baselines_score_as_the_readme_says() -> None:
+    """Hanabi's conventions player (mean points per team size, 100 evaluation seeds) and
+    kitchen's planner (soups per layout; the kitchen is deterministic) as the README states."""
+    from teamgym.envs import make
+    from teamgym.envs.baselines import make_baseline
+    from teamgym.envs.lineup import run_episode
+    from teamgym.envs.seeds import eval_seeds
+
+    players, points = _table("`hanabi-v0` players")
+    for n, stated in zip(players, points, strict=True):
+        env = make("hanabi-v0", num_agents=int(n))
+        runs = [
+            run_episode(env, make_baseline("hanabi-v0", "expert"), s) for s in eval_seeds(0, 100)
+        ]
+        assert f"{sum(m.extras['points'] for m in runs) / len(runs):.2f}" == stated, n
+    layouts, soups = _table("`kitchen-v0` layout")
+    for layout, stated in zip(layouts, soups, strict=True):
+        env = make("kitchen-v0", layout=layout)
+        metrics = run_episode(env, make_baseline("kitchen-v0", "expert"), seed=0)
+        assert str(int(metrics.extras["soups"])) == stated, layout

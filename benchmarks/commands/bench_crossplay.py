@@ -87,7 +87,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     with bad_input(SuiteError, ValueError, KeyError):
         smoke = load_suite(SMOKE)
         envs = args.env or list(dict.fromkeys(s.env_id for s in smoke.settings))
-        seats = args.partner_seats.split(",") if args.partner_seats else None
+        seats = [s.strip() for s in args.partner_seats.split(",")] if args.partner_seats else None
         source = crossplay_source(
             envs,
             [inline_agent(a) for a in args.agent] or ["baselines"],

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from rich.console import Console
 
@@ -15,6 +16,7 @@ from teamgym.benchmarks.learn import ALL_STAGES, STAGES
 NAME = "learn-bench"
 SHARING = "sharing"
 TEAM = "team"
+MARL = "marl"
 ALL = "all"
 
 
@@ -25,8 +27,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "stage",
-        choices=[*STAGES, SHARING, TEAM, ALL],
-        help=f"which benchmark ({ALL}: {', '.join(ALL_STAGES)} in turn)",
+        choices=[*STAGES, SHARING, TEAM, MARL, ALL],
+        help=f"which benchmark ({ALL}: {', '.join(ALL_STAGES)} in turn; {MARL}: IPPO and MAPPO "
+        "in vector mode on every env, no LLM)",
     )
     p.add_argument(
         "--out", default=None, metavar="DIR", help="run directory (default: runs/learn-STAGE)"
@@ -36,7 +39,15 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         type=positive_int,
         metavar="N",
         default=None,
-        help="GRPO steps (default: the stage's; not with all)",
+        help="GRPO steps (default: the stage's; not with all); marl: env steps per run "
+        "(default 100000)",
+    )
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="marl: only these envs (repeatable; default: every env)",
     )
     p.add_argument(
         "--seed",
@@ -53,7 +64,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     """Run (or resume) the stage; print its held-out figures and whether it reached the target.
     A directory holding a run with other settings is an ``error:``, not a mixed resume."""
     out = args.out or f"runs/learn-{args.stage}"
-    runners = {ALL: _run_all, SHARING: _run_sharing, TEAM: _run_team}
+    runners = {ALL: _run_all, SHARING: _run_sharing, TEAM: _run_team, MARL: _run_marl}
     with bad_input(RunSettingsError):
         return runners.get(args.stage, _run_stage)(args, out, console)
 
@@ -127,6 +138,30 @@ def _run_team(args: argparse.Namespace, out: str, console: Console) -> int:
     for target, said in speaker["words"].items():
         console.print(f"  {target}: " + ", ".join(f"{w!r} x{n}" for w, n in said.items()))
     console.print(f"Plot: {out}/team.png, figures: {out}/summary.json")
+    return 0
+
+
+def _run_marl(args: argparse.Namespace, out: str, console: Console) -> int:
+    """IPPO and MAPPO on seeds SEED, SEED+1, SEED+2 for every setting; print the table."""
+    import time
+
+    from teamgym.benchmarks.marl.bench import run_marl
+    from teamgym.envs.seeds import run_seeds
+
+    start = time.monotonic()
+    summary = run_marl(
+        out,
+        env_ids=args.env or None,
+        seeds=run_seeds(args.seed),
+        total_steps=args.steps or 100_000,
+        log=(lambda line: None) if args.quiet else (lambda line: console.print(line, markup=False)),
+    )
+    console.print((Path(out) / "results.md").read_text(), markup=False, soft_wrap=True)
+    figures = ", ".join(summary["figures"])
+    console.print(
+        f"{time.monotonic() - start:.0f} s; figures: {figures} in {out}; every run in {out}/runs",
+        markup=False,
+    )
     return 0
 
 

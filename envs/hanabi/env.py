@@ -134,7 +134,6 @@ class HanabiEnv(TextParallelEnv):
         self.hand_size = hand_size_for(num_agents)
         self.game: Hanabi | None = None
         self._actions = {a: self._action_list(i) for i, a in enumerate(self.possible_agents)}
-        self._legal: tuple[int, dict[str, Move]] = (-1, {})
         self._log: list[str] = []
         self._hinted_by: list[list[list[str]]] = []
         self._counts: dict[str, int] = {}
@@ -163,7 +162,6 @@ class HanabiEnv(TextParallelEnv):
             information_tokens=self.information_tokens,
             life_tokens=self.fuse_tokens,
         )
-        self._legal = (-1, {})
         self._log = []
         self._hinted_by = [[[] for _ in hand] for hand in self.game.hands]
         self._counts = dict.fromkeys(("misplays", "hints", "discards", "critical_discards"), 0)
@@ -179,11 +177,8 @@ class HanabiEnv(TextParallelEnv):
 
     def legal_moves(self) -> dict[str, Move]:
         """The current player's legal moves by their action text (HLE's order)."""
-        assert self.game is not None
-        if self._legal[0] != self.game.moves_made:
-            moves = {self._move_text(m): m for m in self.game.legal_moves()}
-            self._legal = (self.game.moves_made, moves)
-        return self._legal[1]
+        assert self.game is not None  # computed afresh: a scenario may edit the game
+        return {self._move_text(m): m for m in self.game.legal_moves()}
 
     def _game_valid_actions(self, agent: str) -> list[str]:
         assert self.game is not None

@@ -357,5 +357,5 @@ class KitchenEnv(TextParallelEnv):
             out += rel(nearest(cells))
         kind = k.interaction(i)
         out += [float(kind == name) for name in KINDS]
-        out += [(self.max_steps - self.num_steps) / self.max_steps, self.soups / 20.0]
+        out += [(self.max_steps - self.num_steps) / self.max_steps, min(1.0, self.soups / 20.0)]
         return np.asarray(out, dtype=np.float32)

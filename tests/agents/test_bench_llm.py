@@ -131,4 +131,21 @@ def test_an_llm_agent_plays_the_partner_seats_of_a_crossplay_setting(
             == step["actions"]["robot_1"]
             == "<action>contribute 0</action>"
         )
-    assert len(trajectory["agent_records"]) == 2  # the partner's two requests, one per round
+    records = trajectory["agent_records"]  # the partner's two requests, one per round
+    assert [r["agent"] for r in records] == ["robot_2", "robot_2"]
+    assert "You are robot_2" in records[0]["system"]
+
+
+def test_an_llm_that_is_only_a_partner_is_checked_before_any_episode() -> None:
+    """A suite whose only LLM agent is a ``partner:`` gets the same preflight as an agent
+    under test: a dead server is one error naming it, before any episode."""
+    from teamgym.benchmarks.runner import check_agents, preflight
+    from teamgym.benchmarks.suites import parse_suite
+
+    dead = {"kind": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1", "label": "llm"}
+    suite = parse_suite(
+        {"episodes": 1, "agents": ["random"], "envs": [{"id": "keydoor-v0", "partner": dead}]}
+    )
+    check_agents(suite)  # builds it: the options are fine
+    with pytest.raises(ValueError, match="agent llm: no LLM server answers at http://127.0.0.1:9"):
+        preflight(suite)

@@ -82,6 +82,29 @@ def test_the_partner_plays_its_seats_and_the_agent_the_others(tmp_path: Path) ->
             assert acts["robot_1"] == acts["robot_3"] == "<action>contribute 10</action>"
 
 
+def test_a_scripted_partner_has_its_own_random_stream(tmp_path: Path) -> None:
+    """The partner is seated in slot 1, as teammates are: random with a random partner do not
+    draw the same numbers (with one stream, both would contribute alike every round: checked on the
+    code that seated the partner in slot 0)."""
+    suite = parse_suite(
+        {
+            "episodes": 3,
+            "agents": ["random"],
+            "envs": [
+                {
+                    "id": "publicgoods-v0",
+                    "kwargs": {"num_agents": 2, "communication": False},
+                    "partner": "random",
+                }
+            ],
+        }
+    )
+    run_suite(suite, tmp_path / "run")
+    steps = [s for t in JsonLines(tmp_path / "run/trajectories.jsonl").load() for s in t["steps"]]
+    assert len(steps) == 15  # 3 episodes of 5 rounds
+    assert any(s["actions"]["robot_0"] != s["actions"]["robot_1"] for s in steps)
+
+
 def test_the_diagonal_is_bench_runs_episodes(tmp_path: Path) -> None:
     """Self-play is A in every seat: the same episodes, so the same fingerprints, as a plain
     ``bench run`` of A on the same seeds (the README's smoke table, on its first seeds)."""

@@ -72,6 +72,20 @@ def test_a_hint_must_touch_a_card_and_costs_a_token() -> None:
     ]
 
 
+def test_a_scenario_edited_after_reset_never_makes_step_raise() -> None:
+    """Legal moves follow the game as it is now: a scenario that spends the tokens after
+    ``reset`` makes a hint an unusable reply (a no-op with its reason), not an exception."""
+    env = _env()
+    env.reset(seed=0, options={"deck": DEAL_2P})
+    assert env.game is not None
+    env.game.information = 0
+    _, rewards, _, _, infos = _move(env, "hint robot_1 red")
+    assert (
+        rewards["robot_0"] == -env.invalid_penalty and "not one of" in infos["robot_0"]["feedback"]
+    )
+    assert not any(a.startswith("hint") for a in infos["robot_0"]["valid_actions"])
+
+
 def test_discarding_is_illegal_with_every_token_in_hand() -> None:
     env = _env()
     _, infos = env.reset(seed=0, options={"deck": DEAL_2P})

@@ -197,6 +197,31 @@ def test_vector_observations_and_state_fit_their_spaces() -> None:
     assert np.asarray(env.state()).size == 2 * env.unwrapped._game_vector_size()
 
 
+def test_the_vector_stays_in_its_space_when_many_soups_are_served() -> None:
+    """Soups served is a feature in [0, 1] however many are served (a 1-step cook time lets the
+    planner serve more than 20 in 400 steps)."""
+    from teamgym.envs.baselines import make_baseline
+    from teamgym.envs.lineup import Lineup
+
+    env = make("kitchen-v0", layout="asymmetric_advantages", cook_time=1, obs_mode="vector")
+    text = make("kitchen-v0", layout="asymmetric_advantages", cook_time=1)
+    planner = Lineup({a: make_baseline("kitchen-v0", "expert") for a in text.possible_agents})
+    obs, _ = env.reset(seed=0)
+    tobs, tinfos = text.reset(seed=0)
+    planner.start(text, 0)
+    while env.agents:
+        replies = {a: planner.act(a, tobs[a], tinfos[a]) for a in text.agents}
+        tobs, _, _, _, tinfos = text.step(replies)
+        picks = [
+            text.unwrapped.action_names(a).index(r.split(">")[1].split("<")[0])
+            for a, r in replies.items()
+        ]
+        obs, *_ = env.step(dict(zip(env.agents, picks, strict=True)))
+        for agent, o in obs.items():
+            assert env.observation_space(agent).contains(o)
+    assert text.unwrapped.soups > 20
+
+
 def test_same_seed_same_episode() -> None:
     def run() -> list[Any]:
         env = make("kitchen-v0", layout="coordination_ring")

@@ -1,0 +1,84 @@
+"""``teamgym learn-bench marl``: IPPO and MAPPO on any env in vector mode, the baselines on the
+same held-out seeds, the table, the curves, and a killed benchmark that resumes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from teamgym.benchmarks.marl.bench import run_marl, settings  # noqa: E402
+from teamgym.benchmarks.marl.ppo import Args, Episodes, evaluate, sampled, train  # noqa: E402
+
+
+def test_every_env_has_its_default_and_its_easy_preset() -> None:
+    names = [s.name for s in settings()]
+    assert "keydoor-v0[difficulty=easy]" in names and "keydoor-v0" in names
+    assert "kitchen-v0" in names and not any(n.startswith("kitchen-v0[") for n in names)
+    assert "signal-v0" not in names  # the newest version of each env only
+
+
+def test_mappos_critic_sees_the_state_and_the_seat() -> None:
+    """IPPO's critic input is the agent's observation; MAPPO's is ``env.state()`` (every
+    agent's vector) and a one-hot seat, so it differs between seats of one env."""
+    ippo = Episodes(Args("signal-v1", algo="ippo"), 2)
+    mappo = Episodes(Args("signal-v1", algo="mappo"), 2)
+    for run in (ippo, mappo):
+        for e in range(2):
+            run.reset(e, e)
+    x, _, c = ippo.inputs([0, 1])
+    assert torch.equal(x, c)
+    x, _, c = mappo.inputs([0, 1])
+    state = mappo.envs[0].state()
+    assert c.shape == (4, len(state) + 2)
+    assert torch.equal(c[0, :-2], torch.as_tensor(state)) and torch.equal(c[0, :-2], c[1, :-2])
+    assert c[0, -2:].tolist() == [1.0, 0.0] and c[1, -2:].tolist() == [0.0, 1.0]
+
+
+def test_same_seed_same_run() -> None:
+    args = Args("publicgoods-v0", ("difficulty=easy",), "mappo", total_steps=512, num_envs=4,
+                num_steps=32, eval_episodes=8)  # fmt: skip
+    first, curve = train(args, log=lambda _: None)
+    second, again = train(args, log=lambda _: None)
+    assert curve == again
+    assert evaluate(sampled(first, 1), args) == evaluate(sampled(second, 1), args)
+
+
+def test_the_benchmark_writes_its_table_and_resumes(tmp_path: Path) -> None:
+    """One env, one seed, a short budget: every run file, the table with the baselines on the
+    same seeds, the curve figure; run again, it trains nothing."""
+    out = tmp_path / "marl"
+    kwargs = {"env_ids": ["keydoor-v0"], "seeds": (0,), "total_steps": 1024, "eval_episodes": 8}
+    lines: list[str] = []
+    summary = run_marl(out, log=lines.append, **kwargs)
+    assert len(lines) == 4  # ippo and mappo on the easy preset and the default
+    runs = sorted(p.name for p in (out / "runs").iterdir())
+    assert (
+        "keydoor-v0[difficulty=easy].mappo.seed0.json" in runs and "keydoor-v0.expert.json" in runs
+    )
+    table = (out / "results.md").read_text()
+    assert "| `keydoor-v0[difficulty=easy]` | " in table and "keydoor-v0` expert: subtasks" in table
+    expert = json.loads((out / "runs" / "keydoor-v0.expert.json").read_text())
+    assert expert["success_rate"] == 1.0 and expert["roles"]["robot_0"] == {"holder": 8}
+    assert (
+        summary["figures"] == ["curves-keydoor-v0.png"]
+        and (out / "curves-keydoor-v0.png").is_file()
+    )
+    lines.clear()
+    run_marl(out, log=lines.append, **kwargs)
+    assert lines == []
+
+
+def test_learn_bench_marl_cli(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "teamgym", "learn-bench", "marl", "--env", "signal-v1", "--steps",
+         "512", "--out", str(tmp_path / "m"), "--quiet"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "| `signal-v1` | " in proc.stdout and "curves-signal-v1.png" in proc.stdout

@@ -36,6 +36,9 @@ from teamgym.envs.seeds import eval_seeds
 __all__ = ["ALGOS", "Setting", "markdown", "run_marl", "settings"]
 
 ALGOS: tuple[Literal["ippo", "mappo"], ...] = ("ippo", "mappo")
+#: Envs whose division of labour the table shows (roles or subtasks per robot; every env's is
+#: in ``summary.json``).
+LABOUR_ENVS = ("keydoor-v0", "thor-assembly-v0", "kitchen-v0")
 #: Fractions of the expert's held-out success whose first crossing in training is reported.
 FRACTIONS = (0.5, 0.9)
 
@@ -99,6 +102,9 @@ def run_marl(
 ) -> dict[str, Any]:
     """Train and evaluate every (setting, algorithm, seed) not yet in ``out``; then write the
     summary and the results table. Returns the summary."""
+    import torch
+
+    torch.set_num_threads(1)  # small networks: one thread is fastest, and leaves a core free
     out = Path(out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     for setting in settings(env_ids):
@@ -154,7 +160,12 @@ def write_summary(out: Path, env_ids: Sequence[str] | None, seeds: Sequence[int]
             if (runs / f"{setting.name}.{n}.json").exists()
         }
         row: dict[str, Any] = {"setting": setting.name, "baselines": base}
-        expert = base.get("expert", {}).get("success_rate")
+        # sample efficiency on success, or on score where the expert never succeeds (hanabi:
+        # success is a perfect game)
+        expert_run = base.get("expert", {})
+        key = "success_rate" if expert_run.get("success_rate") else "score"
+        expert = expert_run.get(key)
+        row["efficiency_metric"] = key
         for algo in ALGOS:
             done = [
                 json.loads(p.read_text())
@@ -167,7 +178,7 @@ def write_summary(out: Path, env_ids: Sequence[str] | None, seeds: Sequence[int]
                 "score": mean_ci([r["sampled"]["score"] for r in done], (0.0, 1.0)),
                 "per_seed": [r["sampled"]["success_rate"] for r in done],
                 "steps_to": {
-                    str(f): [_first(r["curve"], f * expert) if expert else None for r in done]
+                    str(f): [_first(r["curve"], key, f * expert) if expert else None for r in done]
                     for f in FRACTIONS
                 },
                 "train_seconds": [r["train_seconds"] for r in done],
@@ -233,39 +244,44 @@ def plot_curves(out: Path, env_ids: Sequence[str] | None, seeds: Sequence[int]) 
     return written
 
 
-def _first(curve: dict[str, list[float]], level: float) -> int | None:
-    """The first env step at which the training success (last 100 episodes) reached ``level``."""
-    for steps, success in zip(curve["env_steps"], curve["success_rate"], strict=True):
-        if success >= level:
+def _first(curve: dict[str, list[float]], key: str, level: float) -> int | None:
+    """The first env step at which the training ``key`` (last 100 episodes) reached ``level``."""
+    for steps, value in zip(curve["env_steps"], curve[key], strict=True):
+        if value >= level:
             return int(steps)
     return None
 
 
 def markdown(summary: dict[str, Any]) -> str:
-    """The results table: held-out success per setting (mean, 95% interval over seeds and every
-    seed), env steps to 50% and 90% of the expert's success, the baselines on the same seeds;
-    then the division of labour where the env reports roles or subtasks."""
+    """The results table: held-out success and score per setting (learners: mean, 95% interval
+    over seeds, every seed), env steps to 50% and 90% of the expert (its success, or its score
+    where it never succeeds), the baselines on the same seeds; then the division of labour
+    where the env reports roles or subtasks."""
     lines = [
-        "| setting | random | expert | IPPO | MAPPO | IPPO steps to 50% / 90% of expert | "
-        "MAPPO steps to 50% / 90% of expert |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| setting | random | expert | IPPO | MAPPO | steps to 50% / 90% of expert: IPPO; MAPPO |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
     for row in summary["rows"]:
         base = row["baselines"]
         cells = [f"`{row['setting']}`"]
-        cells += [_pct(base.get(n, {}).get("success_rate")) for n in ("random", "expert")]
+        cells += [_baseline(base.get(n)) for n in ("random", "expert")]
         cells += [_learned(row[a]) for a in ALGOS]
-        cells += [" / ".join(_steps(row[a]["steps_to"][str(f)]) for f in FRACTIONS) for a in ALGOS]
+        efficiency = [
+            " / ".join(_steps(row[a]["steps_to"][str(f)]) for f in FRACTIONS) for a in ALGOS
+        ]
+        score = " (score)" if row.get("efficiency_metric") == "score" else ""
+        cells.append("; ".join(efficiency) + score)
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
-        "Division of labour (held-out, sampled): completed-subtask credit per seat, "
-        "contribution Gini, each seat's most frequent role.",
+        "Division of labour (held-out, sampled) in "
+        + ", ".join(f"`{e}`" for e in LABOUR_ENVS)
+        + ": completed-subtask credit per seat, contribution Gini, each seat's most frequent role.",
         "",
     ]
     for row in summary["rows"]:
         expert = row["baselines"].get("expert")
-        if not expert or not (expert["roles"] or any(expert["subtasks_per_seat"].values())):
+        if not expert or row["setting"].split("[")[0] not in LABOUR_ENVS:
             continue
         lines.append(f"- `{row['setting']}` expert: {_labour(expert)}")
         for algo in ALGOS:
@@ -274,18 +290,20 @@ def markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0%}"
+def _baseline(result: dict[str, Any] | None) -> str:
+    """``100% · 1.00``: success and score."""
+    return "-" if result is None else f"{result['success_rate']:.0%} · {result['score']:.2f}"
 
 
 def _learned(cell: dict[str, Any]) -> str:
-    """``62% (40-84) [55, 60, 71]``: mean, interval over seeds, then each seed."""
+    """``62% (40-84) [55, 60, 71] · 0.70``: mean success, its interval over seeds, each seed,
+    then the mean score."""
     s = cell["success"]
     if s["mean"] is None:
         return "-"
     interval = f" ({s['lo']:.0%}-{s['hi']:.0%})" if s["lo"] is not None else ""
     seeds = ", ".join(f"{v:.0%}" for v in cell["per_seed"])
-    return f"{s['mean']:.0%}{interval} [{seeds}]"
+    return f"{s['mean']:.0%}{interval} [{seeds}] · {cell['score']['mean']:.2f}"
 
 
 def _steps(values: list[int | None]) -> str:

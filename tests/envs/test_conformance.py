@@ -67,34 +67,40 @@ import json, sys
 from teamgym.envs import make
 from teamgym.envs.baselines import RandomPolicy
 from teamgym.envs.wrappers import Recorder
-env_id, mode, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-env = Recorder(make(env_id, num_agents=n, obs_mode=mode))
-policy = RandomPolicy(seed=5)
+env_id, mode, sizes = sys.argv[1], sys.argv[2], SIZES
 hashes = []
-for seed in (0, 1, 123456):
-    obs, infos = env.reset(seed=seed)
-    while env.agents:
-        if mode == "text":
-            acts = {a: policy.act(a, obs[a], infos[a]) for a in env.agents}
-        else:
-            acts = {a: int(obs[a]["action_mask"].argmax()) for a in env.agents}
-        obs, _, _, _, step_infos = env.step(acts)
-        infos.update(step_infos)
-    hashes.append(env.episodes[-1]["trajectory_hash"])
+for n in sizes:
+    env = Recorder(make(env_id, num_agents=n, obs_mode=mode))
+    policy = RandomPolicy(seed=5)
+    for seed in (0, 1, 123456):
+        obs, infos = env.reset(seed=seed)
+        while env.agents:
+            if mode == "text":
+                acts = {a: policy.act(a, obs[a], infos[a]) for a in env.agents}
+            else:
+                acts = {a: int(obs[a]["action_mask"].argmax()) for a in env.agents}
+            obs, _, _, _, step_infos = env.step(acts)
+            infos.update(step_infos)
+        hashes.append(env.episodes[-1]["trajectory_hash"])
 print(json.dumps(hashes))
 """
 
 
-@pytest.mark.parametrize(("env_id", "obs_mode", "num_agents"), CASES, ids=IDS)
-def test_cross_process_determinism(env_id: str, obs_mode: str, num_agents: int, run_python) -> None:
-    """Two processes with different hash seeds produce byte-identical trajectories."""
+@pytest.mark.parametrize(
+    ("env_id", "obs_mode"), [(e, m) for e in ENV_IDS for m in ("text", "vector")]
+)
+def test_cross_process_determinism(env_id: str, obs_mode: str, run_python) -> None:
+    """Two processes with different hash seeds produce byte-identical trajectories, at every
+    team size of the other tests (one pair of processes per env and mode)."""
+    sizes = _team_sizes(env_id)
     code = _TRAJECTORY.replace(
-        "sys.argv[1], sys.argv[2], int(sys.argv[3])", f"{env_id!r}, {obs_mode!r}, {num_agents}"
+        "sys.argv[1], sys.argv[2], SIZES", f"{env_id!r}, {obs_mode!r}, {sizes!r}"
     )
     first = json.loads(run_python(code, env={"PYTHONHASHSEED": "1"}).stdout)
     second = json.loads(run_python(code, env={"PYTHONHASHSEED": "999"}).stdout)
     assert first == second, f"trajectory hashes differ across processes: {first} vs {second}"
-    assert len(set(first)) == 3, "different seeds should give different trajectories"
+    for k in range(len(sizes)):  # different seeds, different trajectories
+        assert len(set(first[3 * k : 3 * k + 3])) == 3, f"{sizes[k]} agents: {first}"
 
 
 def test_a_subclass_translating_slots_gets_masks_from_its_own_translation() -> None:

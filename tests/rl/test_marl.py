@@ -12,6 +12,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """The runs use one CPU thread, as ``learn-bench marl`` does (small networks: fastest)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
 from teamgym.benchmarks.marl.bench import run_marl, settings  # noqa: E402
 from teamgym.benchmarks.marl.ppo import Args, Episodes, evaluate, sampled, train  # noqa: E402
 
@@ -63,6 +72,7 @@ def test_the_benchmark_writes_its_table_and_resumes(tmp_path: Path) -> None:
     )
     table = (out / "results.md").read_text()
     assert "| `keydoor-v0[difficulty=easy]` | " in table and "keydoor-v0` expert: subtasks" in table
+    assert "| 100% · 1.00 |" in table  # the expert: success and score
     expert = json.loads((out / "runs" / "keydoor-v0.expert.json").read_text())
     assert expert["success_rate"] == 1.0 and expert["roles"]["robot_0"] == {"holder": 8}
     assert (
@@ -82,3 +92,16 @@ def test_learn_bench_marl_cli(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "| `signal-v1` | " in proc.stdout and "curves-signal-v1.png" in proc.stdout
+
+
+def test_ippo_beats_random_after_a_short_run() -> None:
+    """16k env steps on foraging-v1 easy (the full runs take 100k): far from converged, already
+    well above the random policy on the same held-out seeds (the CleanRL-style loop learns)."""
+    from teamgym.benchmarks.marl.bench import Setting, scripted
+
+    args = Args("foraging-v1", ("difficulty=easy",), "ippo", seed=1, total_steps=16_384,
+                eval_episodes=50)  # fmt: skip
+    agent, _ = train(args, log=lambda _: None)
+    learned = evaluate(sampled(agent, 1), args)
+    random = scripted(Setting("foraging-v1", ("difficulty=easy",)), "random", 50)
+    assert learned["team_return"] > random["team_return"] + 0.15, (learned, random)

@@ -21,6 +21,7 @@ def _one_thread():
     yield
     torch.set_num_threads(threads)
 
+
 from teamgym.benchmarks.marl.bench import run_marl, settings  # noqa: E402
 from teamgym.benchmarks.marl.ppo import Args, Episodes, evaluate, sampled, train  # noqa: E402
 

@@ -36,6 +36,30 @@ def run_python():
     return _run_python
 
 
+def _sigkill_after(cmd: list[str], lines_file: Path, lines: int, timeout: float = 120) -> int:
+    """Start ``cmd``, SIGKILL it once ``lines_file`` holds ``lines`` lines (or at the timeout);
+    returns the lines it holds after the kill."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if lines_file.exists() and lines_file.read_bytes().count(b"\n") >= lines:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return lines_file.read_bytes().count(b"\n")
+
+
+@pytest.fixture
+def sigkill_after():
+    """``sigkill_after(cmd, lines_file, lines)``: run a command and kill it half-way, once its
+    results file holds ``lines`` lines; the lines it holds then (the resume tests)."""
+    return _sigkill_after
+
+
 @pytest.fixture(scope="session")
 def model_dir(tmp_path_factory) -> Path:
     """A local model built by our code (tokenizer trained on the envs' text; no download)."""

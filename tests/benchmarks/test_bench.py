@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import statistics
 import subprocess
@@ -163,7 +162,9 @@ def test_a_partial_last_line_is_cut_and_its_episode_replayed(tmp_path: Path) -> 
     assert len(JsonLines(results).load()) == 4
 
 
-def test_sigkill_then_the_same_command_resumes_to_the_same_summary(tmp_path: Path) -> None:
+def test_sigkill_then_the_same_command_resumes_to_the_same_summary(
+    tmp_path: Path, sigkill_after
+) -> None:
     suite = _suite_file(
         tmp_path,
         {
@@ -178,16 +179,8 @@ def test_sigkill_then_the_same_command_resumes_to_the_same_summary(tmp_path: Pat
     assert whole.returncode == 0, whole.stdout + whole.stderr
 
     killed = tmp_path / "killed"
-    proc = subprocess.Popen([*cmd, "--out", str(killed)], stdout=subprocess.DEVNULL)
     results = killed / "results.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if results.exists() and results.read_bytes().count(b"\n") >= 8:
-            break
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    done = results.read_bytes().count(b"\n")
+    done = sigkill_after([*cmd, "--out", str(killed)], results, 8)
     assert 8 <= done < 60, f"the kill came too late to test a resume ({done} of 60 done)"
     again = subprocess.run([*cmd, "--out", str(killed)], capture_output=True, text=True)
     assert again.returncode == 0, again.stdout + again.stderr

@@ -5,11 +5,8 @@ partner, and a resume after SIGKILL like ``bench run``'s."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -164,22 +161,16 @@ def test_crossplay_cli_with_a_checkpoint_partner(tmp_path: Path, model_dir: Path
     ) + "\n"
 
 
-def test_sigkill_then_the_same_command_resumes_to_the_same_matrix(tmp_path: Path) -> None:
+def test_sigkill_then_the_same_command_resumes_to_the_same_matrix(
+    tmp_path: Path, sigkill_after
+) -> None:
     cmd = [sys.executable, "-m", "teamgym", "bench", "crossplay", "--env", "thor-assembly-v0"]
     cmd += ["--env-arg", "num_agents=2", "--episodes", "10", "--quiet"]
     whole = subprocess.run([*cmd, "--out", str(tmp_path / "whole")], capture_output=True, text=True)
     assert whole.returncode == 0, whole.stdout + whole.stderr
     killed = tmp_path / "killed"
-    proc = subprocess.Popen([*cmd, "--out", str(killed)], stdout=subprocess.DEVNULL)
     results = killed / "results.jsonl"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if results.exists() and results.read_bytes().count(b"\n") >= 8:
-            break
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    done = results.read_bytes().count(b"\n")
+    done = sigkill_after([*cmd, "--out", str(killed)], results, 8)
     assert 8 <= done < 40, f"the kill came too late to test a resume ({done} of 40 done)"
     again = subprocess.run([*cmd, "--out", str(killed)], capture_output=True, text=True)
     assert again.returncode == 0, again.stdout + again.stderr

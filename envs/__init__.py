@@ -40,6 +40,7 @@ __all__ = [
 _SIGNAL_BASELINES = {
     "expert": "teamgym.envs.signal.baselines:SignalExpert",
     "babbler": "teamgym.envs.signal.baselines:SignalBabbler",
+    "palette-babbler": "teamgym.envs.signal.baselines:SignalPaletteBabbler",
 }
 register(
     "signal-v1",

@@ -66,6 +66,17 @@ def non_negative_int(text: str) -> int:
     return _int_at_least(0, text)
 
 
+def unit_float(text: str) -> float:
+    """``type=`` of a weight flag in [0, 1], else a usage error."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {value}")
+    return value
+
+
 def port(text: str) -> int:
     """``type=`` of a TCP port flag: 0 (a free port) to 65535, else a usage error."""
     value = _int_at_least(0, text)

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from teamgym.adapters.cpu.args import RunSettingsError
-from teamgym.benchmarks.commands.common import bad_input, positive_int
+from teamgym.benchmarks.commands.common import CommandError, bad_input, positive_int, unit_float
 from teamgym.benchmarks.commands.tables import learn_table
 from teamgym.benchmarks.learn import ALL_STAGES, STAGES
 
@@ -56,6 +56,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         metavar="N",
         help="seed of the model, the draws, the run (sharing: the first of three)",
     )
+    p.add_argument(
+        "--sharing",
+        type=unit_float,
+        default=None,
+        metavar="W",
+        help="marl: weight of the team score in each learner's reward, 0 to 1 (default 0: its "
+        "own reward)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -64,6 +72,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
     """Run (or resume) the stage; print its held-out figures and whether it reached the target.
     A directory holding a run with other settings is an ``error:``, not a mixed resume."""
     out = args.out or f"runs/learn-{args.stage}"
+    if getattr(args, "sharing", None) is not None and args.stage != MARL:
+        raise CommandError(
+            f"--sharing applies to marl; the {args.stage} stage sets its own rewards"
+        )
     runners = {ALL: _run_all, SHARING: _run_sharing, TEAM: _run_team, MARL: _run_marl}
     with bad_input(RunSettingsError):
         return runners.get(args.stage, _run_stage)(args, out, console)
@@ -130,6 +142,13 @@ def _run_team(args: argparse.Namespace, out: str, console: Console) -> int:
         f"target {summary['target']:.2f}: {outcome}; total training "
         f"{summary['train_seconds']:.0f} s"
     )
+    prior = summary.get("warmup_speaker")
+    if prior:  # absent from runs of an earlier release
+        console.print(
+            f"the speaker names the target with probability {prior['before']['p_target']:.2f} "
+            f"before its warm-up and {prior['after']['p_target']:.2f} after "
+            f"(chance {prior['after']['chance']:.2f})"
+        )
     speaker = summary["speaker"]
     console.print(
         f"the speaker's message reaches the listener in "
@@ -155,6 +174,7 @@ def _run_marl(args: argparse.Namespace, out: str, console: Console) -> int:
         seeds=run_seeds(args.seed),
         total_steps=args.steps or 100_000,
         log=(lambda line: None) if args.quiet else (lambda line: console.print(line, markup=False)),
+        sharing=args.sharing or 0.0,
     )
     console.print((Path(out) / "results.md").read_text(), markup=False, soft_wrap=True)
     figures = ", ".join(summary["figures"])

@@ -4,15 +4,16 @@ curriculum of two GRPO phases on the shared reward, the second from the first on
 1. ``listener``: the listener stage itself (2 candidates, the scripted expert speaks and names
    the target): the model learns to pick what is named;
 2. ``both``: 3 candidates, the model plays both agents. A format warm-up first: the speaker's
-   turns are the ``babbler``'s replies (it names a random *listed* object, whatever the
-   target), the listener's turns phase 1's own greedy replies (so the shared model keeps what
+   turns are the ``palette-babbler``'s replies (it names an object drawn from the whole
+   palette, so its examples carry nothing of the target), the listener's turns phase 1's own greedy replies (so the shared model keeps what
    that role learned; a phase that trains one role only breaks the other's reply format).
    Then GRPO on both roles' turns: what the speaker says is learned from the shared reward
    alone; no expert reply is ever a training target of the speaker.
 
 The target (held-out greedy success >= 0.8) is measured in phase 2, where one model plays both
 agents; ``summary.json`` has both phases' curves and evaluations, the training seconds over
-the phases, and the messages the final speaker sends for each target.
+the phases, the speaker's probability of naming the target before and after the warm-up
+(:func:`speaker_prior`, against chance) and the messages the final speaker sends for each target.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from collections import Counter
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from teamgym.adapters.cpu.args import TrainArgs
 from teamgym.benchmarks.learn.base import (
@@ -36,7 +39,16 @@ from teamgym.envs.lineup import Lineup
 from teamgym.envs.seeds import eval_seeds
 from teamgym.names import CHECKPOINT_PREFIX
 
-__all__ = ["DESCRIPTION", "FIRST", "TEAM", "phase_args", "plot_team", "run_team", "speaker_words"]
+__all__ = [
+    "DESCRIPTION",
+    "FIRST",
+    "TEAM",
+    "phase_args",
+    "plot_team",
+    "run_team",
+    "speaker_prior",
+    "speaker_words",
+]
 
 DESCRIPTION = (
     "signal-v0 with 3 candidates (chance 1/3), one shared model playing both agents: the "
@@ -51,13 +63,15 @@ FIRST = LISTENER
 #: Phase 2: 3 candidates, no teammate, room for a speaker's reply; a gentler rate than phase
 #: 1's (at phase 1's 1e-3 held-out success stalls far below the target). 150 warm-up steps
 #: and 40 GRPO steps reach the target on most seeds, and a longer warm-up does not help (the
-#: runs are in the README's Learning benchmarks section, team stage).
+#: runs are in docs/results/learning.md, team stage). The speaker's warm-up teacher names
+#: objects from the whole palette: the ``babbler`` named a *listed* one, and the target is
+#: always listed, so its examples leaned a little towards the answer.
 TEAM = replace(
     LISTENER,
     env_kwargs={**SIGNAL_NAMES, "num_candidates": 3},
     teammates={},
     max_reply_tokens=16,
-    warmup_policy="babbler",
+    warmup_policy="palette-babbler",
     warmup_steps=150,
     warmup_lr=3e-4,
     lr=3e-4,
@@ -65,6 +79,8 @@ TEAM = replace(
 )
 #: Held-out episodes whose speaker messages ``summary.json`` reports.
 WORD_EPISODES = 64
+#: Held-out first turns on which the speaker's prior on the target is measured.
+PRIOR_EPISODES = 128
 
 
 def phase_args(root: Path, seed: int, model_dir: Path) -> list[TrainArgs]:
@@ -124,6 +140,62 @@ def speaker_words(policy: str | Path, args: TrainArgs, episodes: int = 64) -> di
     }
 
 
+def speaker_prior(model_dir: str | Path, args: TrainArgs, episodes: int = 128) -> dict[str, Any]:
+    """How much of the answer a model's speaker holds before any reward: on ``episodes``
+    held-out first turns, the probability of each palette object's message
+    (``<say>NAME</say><action>say</action>``, the reply the warm-up teaches) renormalised over
+    the palette, averaged: on the target vs each other object, chance ``1 / palette``.
+    ``mass`` is the part of the model's whole reply distribution those messages hold."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from teamgym.adapters.cpu.grpo import receptive_field
+    from teamgym.envs import make
+    from teamgym.envs.signal.baselines import SignalPaletteBabbler
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    context = min(args.prompt_length, receptive_field(model.config) or args.prompt_length)
+    env = make(args.env, **args.env_kwargs)
+    babbler = SignalPaletteBabbler()
+    babbler.bind(env)
+    palette = babbler.palette
+    replies = [
+        tokenizer.encode(f"<say>{name}</say><action>say</action>", add_special_tokens=False)
+        for name in palette
+    ]
+    on_target, mass = [], []
+    for episode_seed in eval_seeds(0, episodes):
+        obs, infos = env.reset(seed=episode_seed)
+        chat = [
+            {"role": "system", "content": infos[SPEAKER]["instructions"]},
+            {"role": "user", "content": obs[SPEAKER]},
+        ]
+        text = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+        prompt = tokenizer.encode(text, add_special_tokens=False)[-context:]
+        logp = []
+        for reply in replies:
+            ids = torch.tensor([prompt + reply])
+            with torch.no_grad():
+                logits = model(input_ids=ids, use_cache=False).logits[0, len(prompt) - 1 : -1]
+            picked = torch.log_softmax(logits.float(), -1).gather(1, ids[0, len(prompt) :, None])
+            logp.append(float(picked.sum()))
+        p = np.exp(np.array(logp) - max(logp))
+        target = _line_after(obs[SPEAKER], "The target is: ") or ""
+        on_target.append(p[palette.index(target)] / p.sum())
+        mass.append(float(np.exp(logp).sum()))
+    env.close()
+    share = float(np.mean(on_target))
+    return {
+        "episodes": episodes,
+        "palette": len(palette),
+        "chance": 1 / len(palette),
+        "p_target": round(share, 4),
+        "p_each_other": round((1 - share) / (len(palette) - 1), 4),
+        "mass": round(float(np.mean(mass)), 4),
+    }
+
+
 def _line_after(text: str, prefix: str) -> str | None:
     """The rest of ``text``'s first line that starts with ``prefix``, stripped."""
     return next((x[len(prefix) :].strip() for x in text.splitlines() if x.startswith(prefix)), None)
@@ -175,6 +247,10 @@ def run_team(
         "steps": sum(p["steps"] for p in phases),
         "reached_target": reached,
         "train_seconds": round(elapsed, 1),
+        "warmup_speaker": {
+            "before": speaker_prior(root / "listener" / "policy", plan[-1], PRIOR_EPISODES),
+            "after": speaker_prior(root / "both" / "warmup_model", plan[-1], PRIOR_EPISODES),
+        },
         "speaker": speaker_words(root / "both" / "policy", plan[-1], WORD_EPISODES),
         "machine": machine(),
     }

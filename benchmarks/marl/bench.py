@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from teamgym.adapters.cpu.args import RunSettingsError
 from teamgym.benchmarks.marl.ppo import (
     Args,
     Labour,
@@ -99,9 +100,12 @@ def run_marl(
     total_steps: int = 100_000,
     eval_episodes: int = 100,
     log: Callable[[str], None] = print,
+    sharing: float = 0.0,
 ) -> dict[str, Any]:
-    """Train and evaluate every (setting, algorithm, seed) not yet in ``out``; then write the
-    summary and the results table. Returns the summary."""
+    """Train and evaluate every (setting, algorithm, seed) not yet in ``out``, the learners on
+    rewards shared with weight ``sharing`` (0: their own); then write the summary and the
+    results table. Returns the summary. A run directory holds one ``sharing``: resuming one
+    with another is refused."""
     import torch
 
     torch.set_num_threads(1)  # small networks: one thread is fastest, and leaves a core free
@@ -116,6 +120,7 @@ def run_marl(
             for seed in seeds:
                 path = out / "runs" / f"{setting.name}.{algo}.seed{seed}.json"
                 if path.exists():
+                    _check_sharing(path, sharing)
                     continue
                 args = Args(
                     setting.env,
@@ -124,6 +129,7 @@ def run_marl(
                     seed,
                     total_steps,
                     eval_episodes=eval_episodes,
+                    sharing=sharing,
                 )
                 t0 = time.time()
                 agent, curve = train(args, log=lambda line: None)
@@ -140,7 +146,17 @@ def run_marl(
                     f"{setting.name} {algo} seed {seed}: held-out success "
                     f"{result['sampled']['success_rate']:.2f} ({seconds:.0f} s)"
                 )
-    return write_summary(out, env_ids, seeds)
+    return write_summary(out, env_ids, seeds, sharing)
+
+
+def _check_sharing(path: Path, sharing: float) -> None:
+    """Refuse to mix runs trained on differently shared rewards in one directory."""
+    saved = json.loads(path.read_text())["args"].get("sharing", 0.0)
+    if saved != sharing:
+        raise RunSettingsError(
+            f"{path} was trained with reward sharing {saved}, this run asks for {sharing}: "
+            "give this one its own --out, or the same --sharing to resume"
+        )
 
 
 def _write(path: Path, payload: dict[str, Any]) -> None:
@@ -149,7 +165,9 @@ def _write(path: Path, payload: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
-def write_summary(out: Path, env_ids: Sequence[str] | None, seeds: Sequence[int]) -> dict[str, Any]:
+def write_summary(
+    out: Path, env_ids: Sequence[str] | None, seeds: Sequence[int], sharing: float = 0.0
+) -> dict[str, Any]:
     """Gather the run files into ``summary.json`` and ``results.md``."""
     rows = []
     for setting in settings(env_ids):
@@ -191,7 +209,7 @@ def write_summary(out: Path, env_ids: Sequence[str] | None, seeds: Sequence[int]
                 ],
             }
         rows.append(row)
-    summary = {"seeds": list(seeds), "rows": rows}
+    summary = {"seeds": list(seeds), "sharing": sharing, "rows": rows}
     (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     (out / "results.md").write_text(markdown(summary))
     summary["figures"] = plot_curves(out, env_ids, seeds)
@@ -257,7 +275,14 @@ def markdown(summary: dict[str, Any]) -> str:
     over seeds, every seed), env steps to 50% and 90% of the expert (its success, or its score
     where it never succeeds), the baselines on the same seeds; then the division of labour
     where the env reports roles or subtasks."""
-    lines = [
+    lines = []
+    if summary.get("sharing"):
+        lines += [
+            f"The learners trained on rewards shared with weight {summary['sharing']} "
+            "(`RewardSharing`, mixed, team = sum); every figure is the env's own.",
+            "",
+        ]
+    lines += [
         "| setting | random | expert | IPPO | MAPPO | steps to 50% / 90% of expert: IPPO; MAPPO |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
@@ -272,21 +297,25 @@ def markdown(summary: dict[str, Any]) -> str:
         score = " (score)" if row.get("efficiency_metric") == "score" else ""
         cells.append("; ".join(efficiency) + score)
         lines.append("| " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "Division of labour (held-out, sampled) in "
-        + ", ".join(f"`{e}`" for e in LABOUR_ENVS)
-        + ": completed-subtask credit per seat, contribution Gini, each seat's most frequent role.",
-        "",
-    ]
+    labour = []
     for row in summary["rows"]:
         expert = row["baselines"].get("expert")
         if not expert or row["setting"].split("[")[0] not in LABOUR_ENVS:
             continue
-        lines.append(f"- `{row['setting']}` expert: {_labour(expert)}")
+        labour.append(f"- `{row['setting']}` expert: {_labour(expert)}")
         for algo in ALGOS:
-            for seed, labour in zip(row[algo]["seeds"], row[algo]["labour"], strict=True):
-                lines.append(f"  - {algo} seed {seed}: {_labour(labour)}")
+            for seed, done in zip(row[algo]["seeds"], row[algo]["labour"], strict=True):
+                labour.append(f"  - {algo} seed {seed}: {_labour(done)}")
+    if labour:
+        lines += [
+            "",
+            "Division of labour (held-out, sampled) in "
+            + ", ".join(f"`{e}`" for e in LABOUR_ENVS)
+            + ": completed-subtask credit per seat, contribution Gini, each seat's most "
+            "frequent role.",
+            "",
+            *labour,
+        ]
     return "\n".join(lines) + "\n"
 
 

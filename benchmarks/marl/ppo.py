@@ -1,8 +1,9 @@
 """IPPO and MAPPO on any teamgym env in vector mode: CleanRL's PPO, one policy shared by the
 agents (parameter sharing), illegal actions masked out.
 
-Both learn from each agent's own (individual) reward with the same actor on the agent's own
-observation; they differ in the critic. **IPPO**: the critic sees what the actor sees.
+Both learn from each agent's own (individual) reward, or with ``--sharing W`` from a mix of it
+and the team's (:class:`~teamgym.envs.sharing.RewardSharing`), with the same actor on the
+agent's own observation; they differ in the critic. **IPPO**: the critic sees what the actor sees.
 **MAPPO**: a centralised critic on ``env.state()`` (in vector mode, every agent's vector
 concatenated: what the whole team sees) and the agent's one-hot seat. One file for both,
 since the rest of the loop is the same line for line: ``--algo`` picks the critic.
@@ -34,6 +35,7 @@ from teamgym.envs import make
 from teamgym.envs.events import add_subtask_credit
 from teamgym.envs.metrics import EpisodeTracker
 from teamgym.envs.seeds import eval_seeds
+from teamgym.envs.sharing import RewardSharing
 from teamgym.names import EVAL_SEED_BASE
 
 __all__ = [
@@ -93,6 +95,9 @@ class Args:
     """Width of the two hidden layers of the actor and of the critic."""
     eval_episodes: int = 100
     """Held-out episodes per evaluation (the evaluation seeds of ``teamgym baselines``)."""
+    sharing: float = 0.0
+    """Weight of the team score in each agent's trained reward (``RewardSharing``, mixed, team
+    = sum): 0 trains on individual rewards, 1 on the team's. Evaluation is the env's either way."""
 
 
 def parse_env_args(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
@@ -191,6 +196,7 @@ class Episodes:
         self.envs = [make(args.env, obs_mode="vector", **kwargs) for _ in range(n)]
         self.agents = list(self.envs[0].possible_agents)
         self.algo = args.algo
+        self.sharing = RewardSharing(weight=args.sharing) if args.sharing else None
         self.obs: list[dict[str, Any]] = [{} for _ in range(n)]
         self.labour = [Labour(self.agents) for _ in range(n)]
         self.finished: list[dict[str, Any]] = []
@@ -213,13 +219,15 @@ class Episodes:
         return x, mask, torch.from_numpy(np.stack(c))
 
     def step(self, e: int, actions: list[int]) -> tuple[list[float], bool]:
-        """Step env ``e`` (one action per agent); (rewards per agent, whether it ended)."""
+        """Step env ``e`` (one action per agent); (the rewards each agent trains on, shared
+        under ``Args.sharing``; whether it ended). The episode records keep the env's own."""
         env = self.envs[e]
         self.obs[e], rewards, _, _, infos = env.step(dict(zip(self.agents, actions, strict=True)))
         self.labour[e].step(rewards, infos)
         if not env.agents:
             self.finished.append(self.labour[e].record())
-        return [float(rewards.get(a, 0.0)) for a in self.agents], not env.agents
+        trained = self.sharing(rewards) if self.sharing else rewards
+        return [float(trained.get(a, 0.0)) for a in self.agents], not env.agents
 
 
 def evaluate(policy: Policy, args: Args) -> dict[str, Any]:

@@ -8,8 +8,9 @@ from itertools import combinations
 from typing import Any
 
 from teamgym.envs.baselines import RandomPolicy
+from teamgym.envs.signal.world import decode, describe
 
-__all__ = ["SignalBabbler", "SignalExpert"]
+__all__ = ["SignalBabbler", "SignalExpert", "SignalPaletteBabbler"]
 
 _ITEM = re.compile(r"^(\d+)\. (.+)$", re.MULTILINE)
 _TARGET = re.compile(r"^The target is: (.+)$", re.MULTILINE)
@@ -79,3 +80,34 @@ class SignalBabbler(RandomPolicy):
         picks = [a for a in valid if a.startswith("pick ")]
         choice = picks or valid or ["wait"]
         return f"<action>{choice[int(self.rng.integers(len(choice)))]}</action>"
+
+
+class SignalPaletteBabbler(SignalBabbler):
+    """The babbler, but the speaker names an object drawn from the env's whole palette (every
+    object the game's attributes make), never from its list: what it says is independent of
+    the target, so a warm-up on its replies teaches the format of talking and nothing of the
+    answer. It reads the palette from the env (``bind``), not from the text."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        super().__init__(seed)
+        self.palette: list[str] = []
+
+    def bind(self, env: Any) -> None:
+        """Every object name of ``env``'s game (its attributes and values)."""
+        game = getattr(env, "unwrapped", env)
+        attributes, values = game.num_attributes, game.num_values
+        self.palette = [
+            describe(decode(code, attributes, values), attributes)
+            for code in range(values**attributes)
+        ]
+
+    def act(self, agent: str, observation: str, info: Mapping[str, Any]) -> str:
+        """Name a random object of the palette (speaker) or pick a random one (listener)."""
+        if not self.palette:
+            raise RuntimeError(
+                "SignalPaletteBabbler reads the palette from the env: bind(env) first"
+            )
+        if "say" in info.get("valid_actions", ()):
+            name = self.palette[int(self.rng.integers(len(self.palette)))]
+            return f"<say>{name}</say><action>say</action>"
+        return super().act(agent, observation, info)

@@ -105,7 +105,7 @@ def test_shipped_suites_load_and_expand() -> None:
 
 def test_overrides_replace_the_suite_values_and_change_its_hash() -> None:
     base = load_suite("smoke", envs=["signal-v1"], episodes=3)
-    assert len(base) == 3 * 3
+    assert len(base) == 4 * 3  # random, expert, babbler, palette-babbler; 3 episodes each
     only_random = load_suite("smoke", envs=["signal-v1"], episodes=3, agents=["random"])
     assert [s.label for s in only_random.settings] == ["random"]
     assert only_random.hash != base.hash

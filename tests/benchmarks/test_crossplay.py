@@ -32,13 +32,13 @@ def test_every_ordered_pairing_plays_with_the_partner_in_its_seats(tmp_path: Pat
     )
     suite = parse_suite(source)
     labels = [s.label for s in suite.settings]
-    # 3 agents: 3 self-play settings and 6 ordered pairings, the partner in robot_1 and robot_2
-    assert len(labels) == 9 and "expert+robot_1,robot_2=random" in labels
+    # 4 agents: 4 self-play settings and 12 ordered pairings, the partner in robot_1 and robot_2
+    assert len(labels) == 16 and "expert+robot_1,robot_2=random" in labels
     assert "random+robot_1,robot_2=expert" in labels and "expert" in labels
     run_suite(suite, tmp_path / "run")
     rows = summarise(load_run(tmp_path / "run"), [s.config_hash for s in suite.settings])
     (matrix,) = crossplay_matrix(suite, rows)
-    assert matrix.agents == ["random", "expert", "babbler"] and matrix.seats == [
+    assert matrix.agents == ["random", "expert", "babbler", "palette-babbler"] and matrix.seats == [
         "robot_1",
         "robot_2",
     ]

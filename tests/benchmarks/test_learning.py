@@ -113,6 +113,7 @@ def test_team_curriculum_smoke(tmp_path, monkeypatch) -> None:
         {**learn_team.LISTENER_MODEL, "hidden_size": 32, "episodes_per_env": 2},
     )
     monkeypatch.setattr(learn_team, "WORD_EPISODES", 6)
+    monkeypatch.setattr(learn_team, "PRIOR_EPISODES", 8)
     summary = learn_team.run_team(tmp_path, seed=0, progress=False, steps=1)
     assert [p["phase"] for p in summary["phases"]] == ["listener", "both"]
     listener, both = (p["settings"] for p in summary["phases"])
@@ -121,10 +122,18 @@ def test_team_curriculum_smoke(tmp_path, monkeypatch) -> None:
     assert listener["env_kwargs"]["num_candidates"] == 2
     assert both["teammates"] == {} and both["model"] == str(policy)
     assert both["env_kwargs"]["num_candidates"] == 3
-    assert both["warmup_policy"] == "babbler"
+    assert both["warmup_policy"] == "palette-babbler"
     assert both["warmup_teachers"] == {"robot_1": f"checkpoint:{policy}"}
     warmup = json.loads((tmp_path / "both" / "warmup.json").read_text())
-    assert (warmup["teacher"], warmup["agent_teachers"]) == ("babbler", both["warmup_teachers"])
+    assert (warmup["teacher"], warmup["agent_teachers"]) == (
+        "palette-babbler",
+        both["warmup_teachers"],
+    )
+    for when in ("before", "after"):  # the speaker's prior on the target, against chance
+        prior = summary["warmup_speaker"][when]
+        assert (prior["palette"], prior["chance"], prior["episodes"]) == (4, 0.25, 8)
+        assert 0 < prior["p_target"] < 1 and 0 <= prior["mass"] <= 1
+        assert prior["p_target"] + 3 * prior["p_each_other"] == pytest.approx(1, abs=1e-3)
     assert summary["steps"] == 2
     assert summary["train_seconds"] >= sum(p["train_seconds"] for p in summary["phases"])
     words = summary["speaker"]
@@ -145,7 +154,7 @@ def test_team_curriculum_smoke(tmp_path, monkeypatch) -> None:
     ns = argparse.Namespace(stage="team", out=str(tmp_path), seed=0, steps=1, quiet=True)
     assert learn_bench.run(ns, Console(file=text, width=200)) == 0
     printed = text.getvalue()
-    for phase in ("listener", "both", "the speaker's message reaches", "team.png"):
+    for phase in ("listener", "both", "names the target with", "message reaches", "team.png"):
         assert phase in printed, printed
     assert [json.loads(x)["step"] for x in (tmp_path / "both" / "metrics.jsonl").open()] == [1]
     # a stage moved elsewhere is the same run: it resumes (finished, it only reports)

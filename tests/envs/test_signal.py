@@ -194,6 +194,41 @@ def test_babbler_always_names_an_object_and_stays_at_chance(pick_by: str) -> Non
         assert abs(rate - 1 / 3) < 4 * se, f"{rate:.3f}, chance 1/3"  # no strategy
 
 
+def test_palette_babbler_names_the_target_at_the_palettes_chance() -> None:
+    """The team stage's warm-up teacher: its messages are drawn from every object the game
+    makes, listed or not, so they name the target 1/4 of the time (4 colours), not the
+    babbler's 1/3 (3 listed objects, one of them the target); it needs the env bound."""
+    env = make("signal-v0", num_rounds=1, num_candidates=3, num_attributes=1, pick_by="name")
+    babbler = make_baseline("signal-v0", "palette-babbler", seed=3)
+    obs, infos = env.reset(seed=0)
+    with pytest.raises(RuntimeError, match="bind"):
+        babbler.act("robot_0", obs["robot_0"], infos["robot_0"])
+    babbler.bind(env)
+    assert babbler.palette == ["red", "green", "blue", "yellow"]
+    named, unlisted, episodes = 0, 0, 2000
+    for seed in range(episodes):
+        obs, infos = env.reset(seed=seed)
+        babbler.reset(seed)
+        said = re.fullmatch(
+            r"<say>(.+)</say><action>say</action>",
+            babbler.act("robot_0", obs["robot_0"], infos["robot_0"]),
+        )
+        assert said and said.group(1) in babbler.palette
+        named += said.group(1) == re.search(r"The target is: (.+)", obs["robot_0"]).group(1)
+        unlisted += said.group(1) not in re.findall(r"^\d\. (.+)$", obs["robot_0"], re.MULTILINE)
+    se = math.sqrt(3 / 16 / episodes)
+    assert abs(named / episodes - 1 / 4) < 4 * se, f"{named / episodes:.3f}, chance 1/4"
+    assert abs(unlisted / episodes - 1 / 4) < 4 * se  # the one colour not listed, as often
+    listener = babbler.act("robot_1", *_listener_turn(env, "<say>red</say><action>say</action>"))
+    assert re.fullmatch(r"<action>pick (red|green|blue|yellow)</action>", listener), listener
+
+
+def _listener_turn(env, speaker_reply: str) -> tuple[str, dict]:
+    """The listener's observation and info after the speaker's ``speaker_reply``."""
+    obs, _, _, _, infos = env.step({"robot_0": speaker_reply, "robot_1": "<action>wait</action>"})
+    return obs["robot_1"], infos["robot_1"]
+
+
 @pytest.mark.parametrize("num_agents", [2, 4, 8])
 def test_expert_wins_for_every_team_size(num_agents: int) -> None:
     env = make("signal-v0", num_agents=num_agents, num_candidates=6, num_rounds=num_agents)

@@ -22,6 +22,7 @@ def _one_thread():
     torch.set_num_threads(threads)
 
 
+from teamgym.adapters.cpu.args import RunSettingsError  # noqa: E402
 from teamgym.benchmarks.marl.bench import run_marl, settings  # noqa: E402
 from teamgym.benchmarks.marl.ppo import Args, Episodes, evaluate, sampled, train  # noqa: E402
 
@@ -83,6 +84,32 @@ def test_the_benchmark_writes_its_table_and_resumes(tmp_path: Path) -> None:
     lines.clear()
     run_marl(out, log=lines.append, **kwargs)
     assert lines == []
+    with pytest.raises(RunSettingsError, match="reward sharing 0.0, this run asks for 1.0"):
+        run_marl(out, log=lines.append, sharing=1.0, **kwargs)  # one sharing per directory
+
+
+def test_shared_rewards_are_what_the_learners_train_on() -> None:
+    """``Args.sharing``: each agent trains on RewardSharing's mix of its reward and the team's;
+    the episode records (and so every evaluation) keep the env's own rewards."""
+    from teamgym.envs.sharing import RewardSharing
+
+    own = Episodes(Args("publicgoods-v0", ("difficulty=easy",)), 1)
+    shared = Episodes(Args("publicgoods-v0", ("difficulty=easy",), sharing=0.5), 1)
+    for run in (own, shared):
+        run.reset(0, 7)
+    differ = False
+    while True:  # robot_0 takes its last legal action (gives all), the others their first (keep)
+        legal = [own.obs[0][a]["action_mask"].nonzero()[0] for a in own.agents]
+        actions = [int(legal[0][-1])] + [int(ok[0]) for ok in legal[1:]]
+        r_own, ended = own.step(0, actions)
+        differ |= r_own[0] != r_own[1]
+        r_shared, _ = shared.step(0, actions)
+        expected = RewardSharing(weight=0.5)(dict(zip(own.agents, r_own, strict=True)))
+        assert r_shared == pytest.approx([expected[a] for a in own.agents])
+        if ended:
+            break
+    assert differ, "the giver and the keepers earn differently"
+    assert own.finished == shared.finished  # the records are the env's, whatever is trained
 
 
 def test_learn_bench_marl_cli(tmp_path: Path) -> None:
@@ -93,6 +120,14 @@ def test_learn_bench_marl_cli(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "| `signal-v1` | " in proc.stdout and "curves-signal-v1.png" in proc.stdout
+    for stage, weight in (("team", "1"), ("marl", "1.5")):  # marl only; a weight in [0, 1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "teamgym", "learn-bench", stage, "--sharing", weight,
+             "--out", str(tmp_path / "x")],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 2 and "sharing" in proc.stdout + proc.stderr, proc.stdout
+    assert not (tmp_path / "x").exists()
 
 
 def test_ippo_beats_random_after_a_short_run() -> None:

@@ -174,7 +174,7 @@ def _run_marl(args: argparse.Namespace, out: str, console: Console) -> int:
         seeds=run_seeds(args.seed),
         total_steps=args.steps or 100_000,
         log=(lambda line: None) if args.quiet else (lambda line: console.print(line, markup=False)),
-        sharing=args.sharing or 0.0,
+        sharing=getattr(args, "sharing", None) or 0.0,
     )
     console.print((Path(out) / "results.md").read_text(), markup=False, soft_wrap=True)
     figures = ", ".join(summary["figures"])

@@ -45,6 +45,7 @@ __all__ = [
     "TEAM",
     "phase_args",
     "plot_team",
+    "prior_figures",
     "run_team",
     "speaker_prior",
     "speaker_words",
@@ -143,13 +144,15 @@ def speaker_words(policy: str | Path, args: TrainArgs, episodes: int = 64) -> di
 def speaker_prior(model_dir: str | Path, args: TrainArgs, episodes: int = 128) -> dict[str, Any]:
     """How much of the answer a model's speaker holds before any reward: on ``episodes``
     held-out first turns, the probability of each palette object's message
-    (``<say>NAME</say><action>say</action>``, the reply the warm-up teaches) renormalised over
-    the palette, averaged: on the target vs each other object, chance ``1 / palette``.
-    ``mass`` is the part of the model's whole reply distribution those messages hold."""
+    (``<say>NAME</say><action>say</action>``, the reply the warm-up teaches; its prompt built
+    as the warm-up builds its examples) renormalised over the palette; see
+    :func:`prior_figures`. ``mass`` is the part of the whole reply distribution those
+    messages hold."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from teamgym.adapters.cpu.grpo import receptive_field
+    from teamgym.adapters.cpu.warmup import _example
     from teamgym.envs import make
     from teamgym.envs.signal.baselines import SignalPaletteBabbler
 
@@ -160,40 +163,69 @@ def speaker_prior(model_dir: str | Path, args: TrainArgs, episodes: int = 128) -
     babbler = SignalPaletteBabbler()
     babbler.bind(env)
     palette = babbler.palette
-    replies = [
-        tokenizer.encode(f"<say>{name}</say><action>say</action>", add_special_tokens=False)
-        for name in palette
-    ]
-    on_target, mass = [], []
+    probs, targets, mass = [], [], []
     for episode_seed in eval_seeds(0, episodes):
         obs, infos = env.reset(seed=episode_seed)
         chat = [
             {"role": "system", "content": infos[SPEAKER]["instructions"]},
             {"role": "user", "content": obs[SPEAKER]},
         ]
-        text = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
-        prompt = tokenizer.encode(text, add_special_tokens=False)[-context:]
         logp = []
-        for reply in replies:
-            ids = torch.tensor([prompt + reply])
+        for name in palette:
+            seq, n_reply = _example(
+                tokenizer, chat, f"<say>{name}</say><action>say</action>", context
+            )
+            ids = torch.tensor([seq[:-1]])  # the reply without EOS: rollouts stop at </action>
+            start = len(seq) - n_reply
             with torch.no_grad():
-                logits = model(input_ids=ids, use_cache=False).logits[0, len(prompt) - 1 : -1]
-            picked = torch.log_softmax(logits.float(), -1).gather(1, ids[0, len(prompt) :, None])
+                logits = model(input_ids=ids, use_cache=False).logits[0, start - 1 : -1]
+            picked = torch.log_softmax(logits.float(), -1).gather(1, ids[0, start:, None])
             logp.append(float(picked.sum()))
         p = np.exp(np.array(logp) - max(logp))
-        target = _line_after(obs[SPEAKER], "The target is: ") or ""
-        on_target.append(p[palette.index(target)] / p.sum())
+        probs.append(p / p.sum())
+        targets.append(palette.index(_line_after(obs[SPEAKER], "The target is: ") or ""))
         mass.append(float(np.exp(logp).sum()))
     env.close()
-    share = float(np.mean(on_target))
     return {
         "episodes": episodes,
-        "palette": len(palette),
-        "chance": 1 / len(palette),
-        "p_target": round(share, 4),
-        "p_each_other": round((1 - share) / (len(palette) - 1), 4),
+        **prior_figures(np.array(probs), targets),
         "mass": round(float(np.mean(mass)), 4),
     }
+
+
+def prior_figures(probs: np.ndarray, targets: list[int]) -> dict[str, Any]:
+    """From each episode's probabilities over the palette (rows) and its target's index:
+    ``p_target``, the mean probability on the target; ``p_if_ignoring_target``, what a speaker
+    whose probabilities do not depend on the target would score on these same targets (each
+    object's mean probability times how often it is the target: the episodes' targets are not
+    spread evenly, so this, not ``chance``, is the baseline); ``lift``, averaged over the
+    objects, the mean probability of naming an object when it is the target minus when it is
+    not (0: no tie to the answer; 1: always names the target)."""
+    targets_arr = np.asarray(targets)
+    on_target = probs[np.arange(len(targets_arr)), targets_arr]
+    share = np.bincount(targets_arr, minlength=probs.shape[1]) / len(targets_arr)
+    lifts = [
+        probs[targets_arr == c, c].mean() - probs[targets_arr != c, c].mean()
+        for c in range(probs.shape[1])
+        if 0 < (targets_arr == c).sum() < len(targets_arr)
+    ]
+    return {
+        "palette": int(probs.shape[1]),
+        "chance": 1 / probs.shape[1],
+        "p_target": round(float(on_target.mean()), 4),
+        "p_if_ignoring_target": round(float(probs.mean(0) @ share), 4),
+        "lift": round(float(np.mean(lifts)), 4),
+    }
+
+
+def _warmed(run: Path) -> Path:
+    """The phase's warm-up model, or the model it started from when it had no warm-up."""
+    model = run / "warmup_model"
+    return (
+        model
+        if (model / "config.json").exists()
+        else Path(json.loads((run / "args.json").read_text())["model"])
+    )
 
 
 def _line_after(text: str, prefix: str) -> str | None:
@@ -249,7 +281,7 @@ def run_team(
         "train_seconds": round(elapsed, 1),
         "warmup_speaker": {
             "before": speaker_prior(root / "listener" / "policy", plan[-1], PRIOR_EPISODES),
-            "after": speaker_prior(root / "both" / "warmup_model", plan[-1], PRIOR_EPISODES),
+            "after": speaker_prior(_warmed(root / "both"), plan[-1], PRIOR_EPISODES),
         },
         "speaker": speaker_words(root / "both" / "policy", plan[-1], WORD_EPISODES),
         "machine": machine(),

@@ -111,6 +111,7 @@ def run_marl(
     torch.set_num_threads(1)  # small networks: one thread is fastest, and leaves a core free
     out = Path(out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
+    _check_sharing(out / "runs", sharing)
     for setting in settings(env_ids):
         for name in ("random", *spec(setting.env).baselines):
             path = out / "runs" / f"{setting.name}.{name}.json"
@@ -120,7 +121,6 @@ def run_marl(
             for seed in seeds:
                 path = out / "runs" / f"{setting.name}.{algo}.seed{seed}.json"
                 if path.exists():
-                    _check_sharing(path, sharing)
                     continue
                 args = Args(
                     setting.env,
@@ -149,14 +149,16 @@ def run_marl(
     return write_summary(out, env_ids, seeds, sharing)
 
 
-def _check_sharing(path: Path, sharing: float) -> None:
-    """Refuse to mix runs trained on differently shared rewards in one directory."""
-    saved = json.loads(path.read_text())["args"].get("sharing", 0.0)
-    if saved != sharing:
-        raise RunSettingsError(
-            f"{path} was trained with reward sharing {saved}, this run asks for {sharing}: "
-            "give this one its own --out, or the same --sharing to resume"
-        )
+def _check_sharing(runs: Path, sharing: float) -> None:
+    """Refuse to add runs of one reward sharing to a directory holding runs of another (any
+    env, any seed), before anything trains."""
+    for path in sorted(runs.glob("*.seed*.json")):
+        saved = json.loads(path.read_text())["args"].get("sharing", 0.0)
+        if saved != sharing:
+            raise RunSettingsError(
+                f"{path} was trained with reward sharing {saved}, this run asks for {sharing}: "
+                "give this one its own --out, or the same --sharing to resume"
+            )
 
 
 def _write(path: Path, payload: dict[str, Any]) -> None:

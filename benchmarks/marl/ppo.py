@@ -395,6 +395,14 @@ def sampled(agent: Agent, seed: int = 0) -> Policy:
     return pick
 
 
+def _weight(text: str) -> float:
+    """A reward-sharing weight in [0, 1], else a usage error."""
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {value}")
+    return value
+
+
 def _parse() -> Args:
     """One ``--flag`` per field of :class:`Args`."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
@@ -404,6 +412,8 @@ def _parse() -> Args:
             parser.add_argument(flag, nargs="*", default=f.default)
         elif f.name == "algo":
             parser.add_argument(flag, choices=["ippo", "mappo"], default=f.default)
+        elif f.name == "sharing":
+            parser.add_argument(flag, type=_weight, default=f.default)
         else:
             parser.add_argument(flag, type=type(f.default), default=f.default)
     ns = vars(parser.parse_args())

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("verl")
@@ -95,6 +96,24 @@ def test_sharing_stage_smoke(tmp_path, monkeypatch) -> None:
     assert markdown_table(rows).count("\n") == 2 + len(rows)
 
 
+def test_the_speaker_prior_measures_a_tie_to_the_target_not_uneven_targets() -> None:
+    """``prior_figures``: a speaker that always prefers one object scores that object's share
+    of the targets on ``p_target`` (not chance), the same as its ``p_if_ignoring_target``, and
+    a lift of 0; one that names the target scores a lift of 1; one that half-names it, 0.5."""
+    from teamgym.benchmarks.learn.team import prior_figures
+
+    targets = [0] * 6 + [1] * 2 + [2] + [3]  # uneven, as 128 held-out episodes are
+    fixed = np.tile([0.7, 0.1, 0.1, 0.1], (len(targets), 1))
+    got = prior_figures(fixed, targets)
+    assert got["p_target"] == pytest.approx(0.6 * 0.7 + 0.4 * 0.1)  # 0.46, far from 0.25
+    assert got["p_if_ignoring_target"] == pytest.approx(got["p_target"])
+    assert got["lift"] == pytest.approx(0.0) and got["chance"] == 0.25
+    named = np.eye(4)[targets]
+    assert prior_figures(named, targets)["lift"] == pytest.approx(1.0)
+    half = 0.5 * named + 0.5 * np.full((len(targets), 4), 0.25)
+    assert prior_figures(half, targets)["lift"] == pytest.approx(0.5)
+
+
 def test_team_curriculum_smoke(tmp_path, monkeypatch) -> None:
     """The team stage end to end on a tiny budget: two phases, the second from the first one's
     policy, its warm-up replaying that policy as the listener, the speaker's words in the
@@ -133,7 +152,7 @@ def test_team_curriculum_smoke(tmp_path, monkeypatch) -> None:
         prior = summary["warmup_speaker"][when]
         assert (prior["palette"], prior["chance"], prior["episodes"]) == (4, 0.25, 8)
         assert 0 < prior["p_target"] < 1 and 0 <= prior["mass"] <= 1
-        assert prior["p_target"] + 3 * prior["p_each_other"] == pytest.approx(1, abs=1e-3)
+        assert -1 <= prior["lift"] <= 1 and 0 < prior["p_if_ignoring_target"] < 1
     assert summary["steps"] == 2
     assert summary["train_seconds"] >= sum(p["train_seconds"] for p in summary["phases"])
     words = summary["speaker"]

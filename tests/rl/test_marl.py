@@ -84,8 +84,12 @@ def test_the_benchmark_writes_its_table_and_resumes(tmp_path: Path) -> None:
     lines.clear()
     run_marl(out, log=lines.append, **kwargs)
     assert lines == []
+    # one sharing per directory, checked before anything trains (another seed would not
+    # meet an existing run file)
     with pytest.raises(RunSettingsError, match="reward sharing 0.0, this run asks for 1.0"):
-        run_marl(out, log=lines.append, sharing=1.0, **kwargs)  # one sharing per directory
+        run_marl(out, log=lines.append, sharing=1.0, **{**kwargs, "seeds": (5,)})
+    assert not list((out / "runs").glob("*seed5*")) and lines == []
+    assert json.loads((out / "summary.json").read_text())["sharing"] == 0.0
 
 
 def test_shared_rewards_are_what_the_learners_train_on() -> None:
@@ -110,6 +114,10 @@ def test_shared_rewards_are_what_the_learners_train_on() -> None:
             break
     assert differ, "the giver and the keepers earn differently"
     assert own.finished == shared.finished  # the records are the env's, whatever is trained
+    from teamgym.benchmarks.marl.bench import markdown
+
+    assert "shared with weight 0.5" in markdown({"sharing": 0.5, "rows": []})  # the table says
+    assert "shared" not in markdown({"sharing": 0.0, "rows": []})
 
 
 def test_learn_bench_marl_cli(tmp_path: Path) -> None:

@@ -246,7 +246,7 @@ def test_progress_lines_when_not_a_terminal(tmp_path: Path, capsys) -> None:
     argv = ["bench", "run", "smoke", "--env", "signal-v1", "--episodes", "2"]
     assert cli.main([*argv, "--out", str(tmp_path / "a")]) == 0
     lines = [x for x in capsys.readouterr().out.splitlines() if "episodes/s" in x]
-    assert len(lines) >= 2 and lines[-1].startswith("smoke: 6/6 episodes, "), lines
+    assert len(lines) >= 2 and lines[-1].startswith("smoke: 8/8 episodes, "), lines
     assert "success" in lines[-1]
     assert cli.main([*argv, "--out", str(tmp_path / "b"), "--quiet"]) == 0
     assert "episodes/s" not in capsys.readouterr().out

@@ -18,9 +18,6 @@ Gini) of :class:`~teamgym.envs.metrics.EpisodeMetrics`.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -395,36 +392,7 @@ def sampled(agent: Agent, seed: int = 0) -> Policy:
     return pick
 
 
-def _weight(text: str) -> float:
-    """A reward-sharing weight in [0, 1], else a usage error."""
-    value = float(text)
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {value}")
-    return value
+if __name__ == "__main__":  # the CLI lives in cli.py (run, not imported: cli imports this)
+    import runpy
 
-
-def _parse() -> Args:
-    """One ``--flag`` per field of :class:`Args`."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    for f in dataclasses.fields(Args):
-        flag = "--" + f.name.replace("_", "-")
-        if isinstance(f.default, tuple):
-            parser.add_argument(flag, nargs="*", default=f.default)
-        elif f.name == "algo":
-            parser.add_argument(flag, choices=["ippo", "mappo"], default=f.default)
-        elif f.name == "sharing":
-            parser.add_argument(flag, type=_weight, default=f.default)
-        else:
-            parser.add_argument(flag, type=type(f.default), default=f.default)
-    ns = vars(parser.parse_args())
-    return Args(**{**ns, "env_args": tuple(ns["env_args"])})
-
-
-if __name__ == "__main__":
-    torch.set_num_threads(1)
-    arguments = _parse()
-    t0 = time.time()
-    trained, _ = train(arguments)
-    print(
-        f"trained in {time.time() - t0:.0f} s; held out: sampled {evaluate(sampled(trained), arguments)}"
-    )
+    runpy.run_module("teamgym.benchmarks.marl.cli", run_name="__main__")

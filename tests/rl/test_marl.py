@@ -149,3 +149,15 @@ def test_ippo_beats_random_after_a_short_run() -> None:
     learned = evaluate(sampled(agent, 1), args)
     random = scripted(Setting("foraging-v1", ("difficulty=easy",)), "random", 50)
     assert learned["team_return"] > random["team_return"] + 0.15, (learned, random)
+
+
+def test_the_module_cli_reads_every_args_field() -> None:
+    """``python -m teamgym.benchmarks.marl.ppo``'s flags: one per ``Args`` field, the sharing
+    weight range-checked as a usage error."""
+    from teamgym.benchmarks.marl.cli import parse
+
+    args = parse(["--env", "keydoor-v0", "--env-args", "difficulty=easy", "--algo", "mappo",
+                  "--sharing", "0.5", "--total-steps", "512"])  # fmt: skip
+    assert args == Args("keydoor-v0", ("difficulty=easy",), "mappo", total_steps=512, sharing=0.5)
+    with pytest.raises(SystemExit):
+        parse(["--sharing", "1.5"])

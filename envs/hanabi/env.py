@@ -10,7 +10,6 @@ from teamgym.envs import events as ev
 from teamgym.envs.hanabi.rules import (
     COLOURS,
     NUM_RANKS,
-    Card,
     Hanabi,
     Move,
     Outcome,
@@ -19,7 +18,7 @@ from teamgym.envs.hanabi.rules import (
     shuffled_deck,
 )
 from teamgym.envs.hanabi.vector import vector_observation, vector_size
-from teamgym.envs.hanabi.words import card_words, either, knowledge_text
+from teamgym.envs.hanabi.words import card_words, describe_move, discards_text, knowledge_text
 from teamgym.envs.presets import int_in, resolve
 from teamgym.envs.text_env import GameStep, TextParallelEnv
 
@@ -207,7 +206,7 @@ class HanabiEnv(TextParallelEnv):
             before = game.score()
             out = game.apply(self.legal_moves()[action])
             rewards[actor] = float(game.score() - before)
-            said = self._describe(out)
+            said = describe_move(out, self.possible_agents, game.lives)
             self._log.append(said)
             events += self._move_events(out)
             for agent in self.possible_agents:
@@ -263,32 +262,6 @@ class HanabiEnv(TextParallelEnv):
                 {"type": "misplay", "agent": actor, "card": card, "critical": out.critical}
             )
         return found
-
-    def _describe(self, out: Outcome) -> str:
-        """A move in words, starting with the mover's name."""
-        assert self.game is not None
-        actor = self.possible_agents[out.player]
-        move = out.move
-        if move.kind in ("colour", "rank"):
-            target = self.possible_agents[out.target]
-            value = COLOURS[move.value] if move.kind == "colour" else f"rank {move.value + 1}"
-            cards = either([str(i + 1) for i in out.touched], "and")
-            noun = "card" if len(out.touched) == 1 else "cards"
-            verb = "is" if len(out.touched) == 1 else "are"
-            return f"{actor} hinted {target}: {noun} {cards} {verb} {value} (the others are not)."
-        assert out.card is not None
-        card = f"card {move.index + 1}, a {card_words(out.card)}"
-        if move.kind == "discard":
-            what = f"{actor} discarded {card}" + (" (the last copy!)" if out.critical else "")
-        elif out.scored:
-            what = f"{actor} played {card}: it went on the {COLOURS[out.card[0]]} firework"
-            if out.token_gained:
-                what += " and completed it (an information token back)"
-        else:
-            what = f"{actor} played {card}: it did not fit, a fuse burned"
-            if self.game.lives <= 0:
-                what += " (the last one: the game is lost)"
-        return what + ("; a new card was drawn." if out.drew else ".")
 
     def _outcome(self) -> dict[str, Any]:
         """Points over the maximum; success is a perfect score."""
@@ -350,7 +323,7 @@ class HanabiEnv(TextParallelEnv):
             f"Fireworks: {fireworks} (score {game.points()} of {game.max_score}).",
             f"Information tokens: {game.information} of {game.max_information}. "
             f"Fuse tokens: {game.lives} of {game.max_lives}. {deck}",
-            "Discarded: " + (self._discards_text() or "none") + ".",
+            "Discarded: " + (discards_text(game.discards) or "none") + ".",
         ]
         recent = self._log[-n:]
         lines.append("Last moves (oldest first):" if recent else "No moves yet.")
@@ -367,15 +340,6 @@ class HanabiEnv(TextParallelEnv):
                 lines.append(f"- card {i + 1}: {card_words(card)} ({known})")
         return "\n".join(lines)
 
-    def _discards_text(self) -> str:
-        assert self.game is not None
-        counts: dict[Card, int] = {}
-        for card in self.game.discards:
-            counts[card] = counts.get(card, 0) + 1
-        return ", ".join(
-            card_words(c) + (f" x{k}" if k > 1 else "") for c, k in sorted(counts.items())
-        )
-
     def _game_render(self) -> str:
         game = self.game
         if game is None:
@@ -391,7 +355,7 @@ class HanabiEnv(TextParallelEnv):
             cards = " ".join(f"{COLOURS[c][0].upper()}{r + 1}" for c, r in hand)
             mark = ">" if seat == game.current and not game.is_over() else " "
             rows.append(f"{mark} {self.possible_agents[seat]}: {cards}")
-        rows.append("discards " + (self._discards_text() or "none"))
+        rows.append("discards " + (discards_text(game.discards) or "none"))
         return "\n".join(rows)
 
     # ------------------------------------------------------------------ vector view

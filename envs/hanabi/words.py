@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from teamgym.envs.hanabi.rules import COLOURS, NUM_RANKS, Card
+from collections.abc import Sequence
 
-__all__ = ["card_words", "either", "knowledge_text"]
+from teamgym.envs.hanabi.rules import COLOURS, NUM_RANKS, Card, Outcome
+
+__all__ = ["card_words", "describe_move", "discards_text", "either", "knowledge_text"]
 
 
 def either(words: list[str], last: str = "or") -> str:
@@ -34,3 +36,38 @@ def knowledge_text(colours: int, ranks: int, num_colours: int) -> str:
 def card_words(card: Card) -> str:
     """``red 3``."""
     return f"{COLOURS[card[0]]} {card[1] + 1}"
+
+
+def describe_move(out: Outcome, agents: Sequence[str], lives: int) -> str:
+    """A move in words, starting with the mover's name (``agents``: the seats' names,
+    ``lives``: fuse tokens left after the move)."""
+    actor = agents[out.player]
+    move = out.move
+    if move.kind in ("colour", "rank"):
+        target = agents[out.target]
+        value = COLOURS[move.value] if move.kind == "colour" else f"rank {move.value + 1}"
+        cards = either([str(i + 1) for i in out.touched], "and")
+        noun = "card" if len(out.touched) == 1 else "cards"
+        verb = "is" if len(out.touched) == 1 else "are"
+        return f"{actor} hinted {target}: {noun} {cards} {verb} {value} (the others are not)."
+    assert out.card is not None
+    card = f"card {move.index + 1}, a {card_words(out.card)}"
+    if move.kind == "discard":
+        what = f"{actor} discarded {card}" + (" (the last copy!)" if out.critical else "")
+    elif out.scored:
+        what = f"{actor} played {card}: it went on the {COLOURS[out.card[0]]} firework"
+        if out.token_gained:
+            what += " and completed it (an information token back)"
+    else:
+        what = f"{actor} played {card}: it did not fit, a fuse burned"
+        if lives <= 0:
+            what += " (the last one: the game is lost)"
+    return what + ("; a new card was drawn." if out.drew else ".")
+
+
+def discards_text(discards: Sequence[Card]) -> str:
+    """The discard pile, sorted, repeats counted: ``blue 1 x2, red 3`` (empty: ``""``)."""
+    counts: dict[Card, int] = {}
+    for card in discards:
+        counts[card] = counts.get(card, 0) + 1
+    return ", ".join(card_words(c) + (f" x{k}" if k > 1 else "") for c, k in sorted(counts.items()))

@@ -32,12 +32,21 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from teamgym.adapters.agents import AgentSpec, parse_agent_spec
+from teamgym.adapters.agents import AgentSpec
+from teamgym.benchmarks.suite_agents import (
+    ALL_BASELINES,
+    SuiteError,
+    agent_specs,
+    check_baseline_teammates,
+    partner_seats,
+    partner_spec,
+)
 from teamgym.envs.lineup import check_teammates
 from teamgym.envs.seeds import episode_seeds
 from teamgym.names import EVAL_SEED_BASE
 
 __all__ = [
+    "ALL_BASELINES",
     "Job",
     "Setting",
     "Suite",
@@ -60,12 +69,6 @@ _ENTRY_KEYS = (
     "partner",
     "partner_seats",
 )
-ALL_BASELINES = "baselines"
-"""The agent name that expands to ``random`` plus the env's own scripted baselines."""
-
-
-class SuiteError(ValueError):
-    """A suite file that cannot run: says where and what is allowed."""
 
 
 def digest(obj: Any, n: int = 12) -> str:
@@ -312,9 +315,9 @@ def _entry_settings(
         raise SuiteError(f"{at}: seed must be a non-negative integer, got {first!r}")
     seeds = tuple(episode_seeds(first, episodes))
     teammates = {str(k): str(v) for k, v in (entry.get("teammates") or {}).items()}
-    _check_teammates(teammates, env_id, at)
-    specs = _agent_specs(entry.get("agents", agents), env_id, list(env_spec.baselines), at, typed)
-    partner = _partner_spec(entry, env_id, at, teammates)
+    check_baseline_teammates(teammates, env_id, at)
+    specs = agent_specs(entry.get("agents", agents), env_id, list(env_spec.baselines), at, typed)
+    partner = partner_spec(entry, env_id, at, teammates)
     out = []
     names = list(sweep)
     for values in itertools.product(*sweep.values()):
@@ -329,93 +332,7 @@ def _entry_settings(
             check_teammates(teammates, agents_of_env)
         except ValueError as exc:
             raise SuiteError(f"{at}: {exc}") from None
-        seats = _partner_seats(entry, agents_of_env, at) if partner is not None else ()
+        seats = partner_seats(entry, agents_of_env, at) if partner is not None else ()
         for agent in specs:
             out.append(Setting(env_id, kwargs, agent, teammates, seeds, partner, seats))
     return out
-
-
-def _partner_spec(
-    entry: Mapping[str, Any], env_id: str, at: str, teammates: Mapping[str, str]
-) -> AgentSpec | None:
-    """The entry's ``partner``, parsed and (for a baseline) built once; None without one."""
-    from teamgym.envs.baselines import make_baseline
-
-    if "partner" not in entry:
-        if "partner_seats" in entry:
-            raise SuiteError(f"{at}: 'partner_seats' needs a 'partner'")
-        return None
-    if teammates:
-        raise SuiteError(f"{at}: an entry has 'teammates' or a 'partner', not both")
-    written = entry["partner"]
-    if written == ALL_BASELINES:
-        raise SuiteError(f"{at}: partner: name one agent, not {ALL_BASELINES!r}")
-    try:
-        partner = parse_agent_spec(written)
-        if partner.kind == "baseline":
-            make_baseline(env_id, partner.options["name"])
-    except (ValueError, KeyError, FileNotFoundError) as exc:
-        message = exc.args[0] if exc.args else exc
-        raise SuiteError(f"{at}: partner {written!r}: {message}") from None
-    return partner
-
-
-def _partner_seats(entry: Mapping[str, Any], agents: Sequence[str], at: str) -> tuple[str, ...]:
-    """The seats the partner plays: the entry's ``partner_seats``, else every seat but the
-    first; at least one seat is left to the agent under test."""
-    written = entry.get("partner_seats", list(agents[1:]))
-    if isinstance(written, str):
-        written = [s.strip() for s in written.split(",") if s.strip()]
-    if not isinstance(written, list) or not written:
-        raise SuiteError(f"{at}: 'partner_seats' is a non-empty list of agent names")
-    unknown = sorted(set(map(str, written)) - set(agents))
-    if unknown:
-        raise SuiteError(
-            f"{at}: partner_seats: no agent(s) {', '.join(unknown)} in this env "
-            f"(its agents: {', '.join(agents)})"
-        )
-    seats = tuple(a for a in agents if a in set(map(str, written)))
-    if len(seats) == len(agents):
-        raise SuiteError(f"{at}: partner_seats takes every seat; leave one to the agent under test")
-    return seats
-
-
-def _check_teammates(teammates: Mapping[str, str], env_id: str, at: str) -> None:
-    """Teammates are scripted baselines (or ``checkpoint:DIR``), each built once now."""
-    from teamgym.envs.baselines import make_baseline
-
-    for agent, name in teammates.items():
-        if name == ALL_BASELINES:
-            raise SuiteError(f"{at}: teammates: {agent}: name one baseline, not {ALL_BASELINES!r}")
-        try:
-            make_baseline(env_id, name)
-        except (ValueError, KeyError, FileNotFoundError) as exc:
-            message = exc.args[0] if exc.args else exc
-            raise SuiteError(f"{at}: teammates: {agent}={name!r}: {message}") from None
-
-
-def _agent_specs(
-    agents: Any, env_id: str, baselines: list[str], at: str, typed: Sequence[str] | None = None
-) -> list[AgentSpec]:
-    """Parse an ``agents`` list; ``baselines`` expands; baseline names are checked. An error
-    names where the agent was written: ``at`` in the file, or its ``--agent`` flag (``typed``,
-    one per agent)."""
-    from teamgym.envs.baselines import make_baseline
-
-    if isinstance(agents, (str, dict)):
-        agents = [agents]
-    if not isinstance(agents, list) or not agents:
-        raise SuiteError(f"{at}: 'agents' is a non-empty list of agent specs")
-    specs = []
-    for i, written in enumerate(agents):
-        for agent in ["random", *baselines] if written == ALL_BASELINES else [written]:
-            try:
-                parsed = parse_agent_spec(agent)
-                if parsed.kind == "baseline":
-                    make_baseline(env_id, parsed.options["name"])
-            except (ValueError, KeyError, FileNotFoundError) as exc:
-                message = exc.args[0] if exc.args else exc
-                said = f"--agent {typed[i]!r}" if typed else f"{at}: agent {agent!r}"
-                raise SuiteError(f"{said}: {message}") from None
-            specs.append(parsed)
-    return specs

@@ -144,7 +144,7 @@ def speaker_words(policy: str | Path, args: TrainArgs, episodes: int = 64) -> di
 def speaker_prior(model_dir: str | Path, args: TrainArgs, episodes: int = 128) -> dict[str, Any]:
     """How much of the answer a model's speaker holds before any reward: on ``episodes``
     held-out first turns, the probability of each palette object's message
-    (``<say>NAME</say><action>say</action>``, the reply the warm-up teaches; its prompt built
+    (:meth:`SignalPaletteBabbler.message`, the reply the warm-up teaches; its prompt built
     as the warm-up builds its examples) renormalised over the palette; see
     :func:`prior_figures`. ``mass`` is the part of the whole reply distribution those
     messages hold."""
@@ -172,9 +172,7 @@ def speaker_prior(model_dir: str | Path, args: TrainArgs, episodes: int = 128) -
         ]
         logp = []
         for name in palette:
-            seq, n_reply = _example(
-                tokenizer, chat, f"<say>{name}</say><action>say</action>", context
-            )
+            seq, n_reply = _example(tokenizer, chat, babbler.message(name), context)
             ids = torch.tensor([seq[:-1]])  # the reply without EOS: rollouts stop at </action>
             start = len(seq) - n_reply
             with torch.no_grad():

@@ -108,6 +108,10 @@ class SignalPaletteBabbler(SignalBabbler):
                 "SignalPaletteBabbler reads the palette from the env: bind(env) first"
             )
         if "say" in info.get("valid_actions", ()):
-            name = self.palette[int(self.rng.integers(len(self.palette)))]
-            return f"<say>{name}</say><action>say</action>"
+            return self.message(self.palette[int(self.rng.integers(len(self.palette)))])
         return super().act(agent, observation, info)
+
+    @staticmethod
+    def message(name: str) -> str:
+        """The speaker's reply naming ``name``: ``<say>green</say><action>say</action>``."""
+        return f"<say>{name}</say><action>say</action>"

@@ -1,11 +1,22 @@
-"""Shared fixtures: run Python in a fresh process, the repository root, the reference engines."""
+"""Shared fixtures: run Python in a fresh process, the repository root, the reference engines,
+and an OpenAI-compatible chat server double, on loopback (``chat_server``) or at this machine's
+outward address (``lan_chat_server``)."""
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -129,3 +140,160 @@ def reference_python() -> Path:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(str(exc))
         pytest.skip(f"reference engines unavailable: {exc}")
+
+
+def completion(content: str, finish: str = "stop") -> dict[str, Any]:
+    """A standard chat completion body answering ``content``."""
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": finish,
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+    }
+
+
+@dataclass
+class Reply:
+    """What the scripted server answers one request: after ``delay`` seconds, ``status`` with
+    ``body`` (a dict is sent as JSON, bytes as they are) and ``headers``."""
+
+    body: dict[str, Any] | bytes = field(
+        default_factory=lambda: completion("<action>wait</action>")
+    )
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+@dataclass
+class Seen:
+    """A request the scripted server received."""
+
+    body: Any
+    headers: dict[str, str]
+    at: float
+    method: str = "POST"
+    path: str = ""
+
+
+class ScriptedChatServer(ThreadingHTTPServer):
+    """An OpenAI-compatible double on loopback: a test programs the chat answers with
+    ``script`` (request number, parsed body -> :class:`Reply`); ``GET /v1/models`` lists
+    ``models`` (None: no such route, a 404); ``refusal`` (a :class:`Reply`), when set, answers
+    every request instead. It records what it received (``seen``) and counts requests in
+    flight."""
+
+    daemon_threads = True
+    Reply = Reply
+    completion = staticmethod(completion)
+
+    def __init__(self, bind: str = "127.0.0.1", host: str = "127.0.0.1") -> None:
+        super().__init__((bind, 0), _ScriptedHandler)
+        self.host = host
+        self.script: Callable[[int, Any], Reply] = lambda n, body: Reply()
+        self.models: list[str] | None = None
+        self.refusal: Reply | None = None
+        self.seen: list[Seen] = []
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    @property
+    def url(self) -> str:
+        """Base URL (``.../v1``)."""
+        return f"http://{self.host}:{self.server_address[1]}/v1"
+
+
+class _ScriptedHandler(BaseHTTPRequestHandler):
+    server: ScriptedChatServer
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        with self.server.lock:
+            self.server.seen.append(
+                Seen(None, dict(self.headers), time.monotonic(), "GET", self.path)
+            )
+        models = self.server.models
+        if self.server.refusal is not None:
+            self._send(self.server.refusal)
+        elif self.path == "/v1/models" and models is not None:
+            self._send(Reply({"object": "list", "data": [{"id": m} for m in models]}))
+        else:
+            self._send(Reply({"error": {"message": f"no route {self.path}"}}, status=404))
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+        body = json.loads(raw)
+        with self.server.lock:
+            n = sum(s.method == "POST" for s in self.server.seen)  # the chat request's number
+            self.server.seen.append(
+                Seen(body, dict(self.headers), time.monotonic(), "POST", self.path)
+            )
+            self.server.in_flight += 1
+            self.server.max_in_flight = max(self.server.max_in_flight, self.server.in_flight)
+        try:
+            reply = self.server.refusal or self.server.script(n, body)
+            time.sleep(reply.delay)
+        finally:
+            with self.server.lock:
+                self.server.in_flight -= 1
+        self._send(reply)
+
+    def _send(self, reply: Reply) -> None:
+        data = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
+        try:
+            self.send_response(reply.status)
+            for key, value in reply.headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (a timeout test)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def chat_server() -> Iterator[ScriptedChatServer]:
+    """A fresh scripted chat server, serving in a thread for the test."""
+    server = ScriptedChatServer()
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def _outward_address() -> str | None:
+    """This machine's address on its way out (not loopback), or None if it has none."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("10.255.255.255", 1))  # UDP: picks a route, sends nothing
+        except OSError:
+            return None
+        address = s.getsockname()[0]
+    return None if ipaddress.ip_address(address).is_loopback else address
+
+
+@pytest.fixture
+def lan_chat_server() -> Iterator[ScriptedChatServer]:
+    """A scripted chat server reached at this machine's non-loopback address (skipped where
+    there is none): what a server on another host looks like to the client."""
+    address = _outward_address()
+    if address is None:
+        pytest.skip("this machine has no non-loopback address")
+    server = ScriptedChatServer(bind="0.0.0.0", host=address)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()

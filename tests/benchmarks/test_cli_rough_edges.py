@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -19,72 +16,23 @@ from teamgym.benchmarks import cli
 pytest.importorskip("httpx")
 
 
-class _Server(ThreadingHTTPServer):
-    """An OpenAI-compatible double on loopback: ``GET /v1/models`` lists ``models`` (None: no
-    such route, a 404), chat requests for a listed model (or any, when ``models`` is None and
-    ``chat_model`` too) get a reply; ``status`` (when set) answers every request instead."""
-
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.models: list[str] | None = ["m"]
-        self.chat_model: str | None = None
-        self.status: int | None = None
-        self.seen: list[tuple[str, str, Any]] = []
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
-
-    def _send(self, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        self.server.seen.append(("GET", self.path, self.headers.get("authorization")))
-        if self.server.status is not None:
-            self._send(self.server.status, {"error": {"message": "invalid api key"}})
-        elif self.path == "/v1/models" and self.server.models is not None:
-            self._send(200, {"object": "list", "data": [{"id": m} for m in self.server.models]})
-        else:
-            self._send(404, {"error": {"message": f"no route {self.path}"}})
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
-        self.server.seen.append(("POST", self.path, body))
-        known = self.server.chat_model or (self.server.models or [body["model"]])[0]
-        if self.server.status is not None:
-            self._send(self.server.status, {"error": {"message": "invalid api key"}})
-        elif body["model"] != known:
-            self._send(404, {"error": {"message": f"The model `{body['model']}` does not exist."}})
-        else:
-            message = {"role": "assistant", "content": "<action>wait</action>"}
-            self._send(
-                200, {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
-            )
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
-def server() -> Iterator[_Server]:
-    server = _Server()
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+def server(chat_server: Any) -> Any:
+    """The chat server double (root conftest) serving model ``m``: it lists ``models`` and
+    answers a chat request for ``chat_model`` (default: the first listed, or any when none is)
+    and a 404 naming any other model, as vLLM and OpenAI do."""
+    chat_server.models = ["m"]
+    chat_server.chat_model = None
+
+    def answer(n: int, body: dict[str, Any]) -> Any:
+        known = chat_server.chat_model or (chat_server.models or [body["model"]])[0]
+        if body["model"] != known:
+            error = {"error": {"message": f"The model `{body['model']}` does not exist."}}
+            return chat_server.Reply(error, status=404)
+        return chat_server.Reply(chat_server.completion("<action>wait</action>"))
+
+    chat_server.script = answer
+    return chat_server
 
 
 def _said(capsys: pytest.CaptureFixture[str]) -> str:
@@ -120,17 +68,18 @@ def test_preflight_a_model_the_server_does_not_list(tmp_path: Path, server, caps
     said = _said(capsys)
     assert "does not serve the model 'wrong'; it serves 'served-a', 'served-b'" in said, said
     assert not out.exists()
-    assert [(m, p) for m, p, _ in server.seen] == [("GET", "/v1/models")]  # one request
+    assert [(r.method, r.path) for r in server.seen] == [("GET", "/v1/models")]  # one request
 
 
 def test_preflight_a_refused_key(tmp_path: Path, server, capsys, monkeypatch) -> None:
     monkeypatch.setenv("TEAMGYM_TEST_KEY", "bad-key")
-    server.status = 401
+    server.refusal = server.Reply({"error": {"message": "invalid api key"}}, status=401)
     out = tmp_path / "run"
     assert _bench_run(out, _openai("m", server.url, api_key_env="TEAMGYM_TEST_KEY")) == 2
     said = _said(capsys)
     assert "refused the key in $TEAMGYM_TEST_KEY with HTTP 401" in said, said
-    assert server.seen[0][2] == "Bearer bad-key" and not out.exists()
+    auth = {k.lower(): v for k, v in server.seen[0].headers.items()}["authorization"]
+    assert auth == "Bearer bad-key" and not out.exists()
 
 
 def test_preflight_without_a_models_route_asks_one_token(tmp_path: Path, server, capsys) -> None:
@@ -139,20 +88,20 @@ def test_preflight_without_a_models_route_asks_one_token(tmp_path: Path, server,
     assert _bench_run(out, _openai("wrong", server.url)) == 2
     said = _said(capsys)
     assert "refused a one-token request with HTTP 404" in said and "'wrong'" in said, said
-    assert server.seen[-1][2]["max_tokens"] == 1 and not out.exists()
+    assert server.seen[-1].body["max_tokens"] == 1 and not out.exists()
     server.seen.clear()
     assert _bench_run(tmp_path / "ok", _openai("served", server.url)) == 0, _said(capsys)
-    assert server.seen[1][2]["max_tokens"] == 1  # after GET /models: the preflight's request
+    assert server.seen[1].body["max_tokens"] == 1  # after GET /models: the preflight's request
 
 
 def test_a_good_server_passes_and_no_preflight_skips(tmp_path: Path, server, capsys) -> None:
     assert _bench_run(tmp_path / "a", _openai("m", server.url)) == 0, _said(capsys)
-    assert server.seen[0][:2] == ("GET", "/v1/models")
+    assert (server.seen[0].method, server.seen[0].path) == ("GET", "/v1/models")
     server.seen.clear()
     server.models = ["other"]  # would fail the preflight
     server.chat_model = "m"
     assert _bench_run(tmp_path / "b", _openai("m", server.url), "--no-preflight") == 0
-    assert all(method == "POST" for method, _, _ in server.seen) and server.seen
+    assert all(r.method == "POST" for r in server.seen) and server.seen
 
 
 def test_a_finished_run_asks_no_server(tmp_path: Path, server, capsys) -> None:

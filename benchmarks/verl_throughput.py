@@ -4,7 +4,9 @@ concurrency ratio and the CPU the adapter spends per agent-turn.
 ``teamgym verl-bench`` runs VERL's real agent-loop worker with our agent loop on a batch of
 episodes: by default the v1 worker ``main_ppo`` runs (``AgentLoopWorkerTQ``, a Ray actor writing
 into a real TransferQueue, the batch read back through VERL's ``ReplayBuffer``), or the legacy
-in-process ``AgentLoopWorker`` (``legacy=True``); against (a) a rollout-server double that waits
+in-process ``AgentLoopWorker`` (``legacy=True``), each as teamgym's subclass that builds the
+loop by a call (:mod:`teamgym.adapters.verl.workers`, what ``main_ppo`` gets from
+``python -m teamgym.adapters.verl.train``) or, with ``stock=True``, verl's own; against (a) a rollout-server double that waits
 ``latency`` seconds per call, and (b) the local model. With the double, an episode of T turns and
 N agents should take close to T x latency (every agent of every episode in flight at once), not
 T x N x latency (one call at a time): the ratio printed is measured wall time / (T x latency).
@@ -52,6 +54,8 @@ class ThroughputResult:
     max_in_flight: int | None
     trainer: str = "legacy"
     """The worker measured: ``v1`` (``AgentLoopWorkerTQ``, what ``main_ppo`` runs) or ``legacy``."""
+    stock: bool = False
+    """verl's own worker class (Hydra builds the loop), not teamgym's subclass."""
     cpu_seconds: float = 0.0
     """CPU time of the rollout's processes during the batch (see the module docstring)."""
     cpu_ms_per_agent_turn: float = 0.0
@@ -117,9 +121,11 @@ def measure_throughput(
     model_dir: str | Path | None = None,
     servers: tuple[str, ...] = ("latency", "model"),
     legacy: bool = False,
+    stock: bool = False,
 ) -> list[ThroughputResult]:
     """Measure the adapter with each server kind through VERL's v1 worker (or, with ``legacy``,
-    the legacy one); builds a local model when none is given."""
+    the legacy one), teamgym's subclass of it or, with ``stock``, verl's class; builds a local
+    model when none is given."""
     from transformers import AutoTokenizer
 
     from teamgym.adapters.agents.local_model import build_local_model
@@ -140,7 +146,7 @@ def measure_throughput(
             )
         else:
             server = LocalModelServer(model_dir)
-        got = run(cfg, work / "data", tokenizer, server, n)
+        got = run(cfg, work / "data", tokenizer, server, n, stock)
         rows, seconds, turns_played = got.rows, got.seconds, max(1, got.rows * turns)
         cpu = sum(got.cpu.values())
         results.append(
@@ -158,6 +164,7 @@ def measure_throughput(
                 concurrency_ratio=seconds / (turns * latency) if kind == "latency" else None,
                 max_in_flight=got.in_flight,
                 trainer="legacy" if legacy else "v1",
+                stock=stock,
                 cpu_seconds=cpu,
                 cpu_ms_per_agent_turn=cpu / turns_played * 1e3,
                 cpu_ms_by_process={
@@ -202,13 +209,20 @@ def _timed(
     return out, seconds, used, idle
 
 
-def _run_legacy(cfg: Any, data: Path, tokenizer: Any, server: Any, n: int) -> _Measured:
-    """The legacy in-process ``AgentLoopWorker`` on the rows repeated ``n`` times; the second
-    of two batches is measured (the first pays one-off costs: template compilation, imports)."""
+def _run_legacy(
+    cfg: Any, data: Path, tokenizer: Any, server: Any, n: int, stock: bool = False
+) -> _Measured:
+    """The legacy in-process ``AgentLoopWorker`` (``stock``: verl's class, else teamgym's) on
+    the rows repeated ``n`` times; the second of two batches is measured (the first pays
+    one-off costs: template compilation, imports)."""
     from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
-    worker = AgentLoopWorker(cfg, server)
+    from teamgym.adapters.verl.workers import TeamAgentLoopWorker
+
+    worker = (AgentLoopWorker if stock else TeamAgentLoopWorker)(cfg, server)
     asyncio.run(worker.generate_sequences(_batch(cfg, data, tokenizer, n)))
+    if not stock and getattr(worker, "_team_loop", None) is None:
+        raise RuntimeError("teamgym's worker took verl's Hydra path: is teamgym_agent registered?")
     if hasattr(server, "max_in_flight"):
         server.max_in_flight = 0
     batch = _batch(cfg, data, tokenizer, n)
@@ -245,10 +259,13 @@ def _start_ray() -> None:
     )
 
 
-def _run_v1(cfg: Any, data: Path, tokenizer: Any, server: Any, n: int) -> _Measured:
-    """The v1 worker as ``main_ppo`` runs it: a Ray actor writing into TransferQueue, ``n``
-    sessions per row, the finished batch sampled by VERL's ``ReplayBuffer`` and cleared. The
-    second of two batches is measured: the first starts Ray's worker processes."""
+def _run_v1(
+    cfg: Any, data: Path, tokenizer: Any, server: Any, n: int, stock: bool = False
+) -> _Measured:
+    """The v1 worker as ``main_ppo`` runs it (``stock``: verl's class, else teamgym's): a Ray
+    actor writing into TransferQueue, ``n`` sessions per row, the finished batch sampled by
+    VERL's ``ReplayBuffer`` and cleared. The second of two batches is measured: the first
+    starts Ray's worker processes."""
     import ray
     import transfer_queue as tq
     from verl.trainer.ppo.v1 import AgentLoopWorkerTQ
@@ -275,9 +292,12 @@ def _run_v1(cfg: Any, data: Path, tokenizer: Any, server: Any, n: int) -> _Measu
     _start_ray()
     try:
         tq.init(plain.transfer_queue)
+        from teamgym.adapters.verl.workers import TeamAgentLoopWorkerTQ
+
         # cast: verl's class is a Ray actor class (``@ray.remote``), but mypy ignores what a
         # class decorator returns and sees the plain class, without ``.remote``
-        worker = cast(Any, AgentLoopWorkerTQ).remote(plain, server, None, None)
+        actor = cast(Any, AgentLoopWorkerTQ if stock else TeamAgentLoopWorkerTQ)
+        worker = actor.remote(plain, server, None, None)
         ray.get(worker.__ray_ready__.remote())
         buffer = ReplayBuffer(
             trainer_mode="sync",

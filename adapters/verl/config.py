@@ -35,16 +35,33 @@ __all__ = [
     "AGENT_LOOP_CONFIG",
     "CONFIG_DIR",
     "ENGINE_EXTRAS",
+    "TEAM_MANAGERS",
     "TeamConfigError",
     "agent_loop_entry",
     "agent_loop_settings",
     "check_engine",
+    "manager_class",
     "validate_config",
     "verl_validate",
     "write_agent_loop_yaml",
 ]
 
 CONFIG_DIR = AGENT_LOOP_CONFIG.parent
+#: teamgym's agent-loop managers (:mod:`teamgym.adapters.verl.workers`: verl's own, with the
+#: loop built by a call) for the v1 trainer and the legacy one; the start-up checks accept the
+#: one of the trainer that runs in ``agent_loop_manager_class``.
+TEAM_MANAGERS = {
+    True: "teamgym.adapters.verl.workers.TeamAgentLoopManagerTQ",
+    False: "teamgym.adapters.verl.workers.TeamAgentLoopManager",
+}
+
+
+def manager_class(cfg: DictConfig) -> str:
+    """teamgym's agent-loop manager (import path) for a config's trainer: the v1 one unless
+    ``trainer.use_v1`` is false."""
+    return TEAM_MANAGERS[bool(cfg.trainer.get("use_v1", True))]
+
+
 SUPPORTED_ESTIMATORS = ("grpo", "team_grpo")
 #: verl rollout backend -> (the module it imports, the teamgym extra that installs it).
 ENGINE_EXTRAS = {
@@ -243,6 +260,14 @@ def _check_row_changes(cfg: DictConfig) -> None:
         )
     dataset_cls = cfg.data.get("custom_cls") or {}
     manager = cfg.actor_rollout_ref.rollout.agent.get("agent_loop_manager_class")
+    if manager in TEAM_MANAGERS.values() and manager != manager_class(cfg):
+        raise TeamConfigError(
+            f"actor_rollout_ref.rollout.agent.agent_loop_manager_class={manager} is teamgym's "
+            f"manager of the other trainer (trainer.use_v1={cfg.trainer.get('use_v1', True)}); "
+            f"use {manager_class(cfg)}, or leave it unset: the train entry sets it"
+        )
+    if manager in TEAM_MANAGERS.values():
+        manager = None  # ours: verl's managers, the loop built by a call (adapters/verl/workers.py)
     for key, value in (
         ("data.custom_cls", dataset_cls.get("path") or dataset_cls.get("name")),
         ("actor_rollout_ref.rollout.agent.agent_loop_manager_class", manager),

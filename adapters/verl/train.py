@@ -26,6 +26,7 @@ from teamgym.adapters.verl.config import (
     TeamConfigError,
     agent_loop_entry,
     check_engine,
+    manager_class,
     validate_config,
     verl_validate,
 )
@@ -65,7 +66,8 @@ def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
 
 def runtime_config(cfg: DictConfig) -> DictConfig:
     """The config ``main_ppo`` gets: resolved, without our section, the agent-loop entry and the
-    file-logger path in the job's ``runtime_env`` (they reach every worker on every node)."""
+    file-logger path in the job's ``runtime_env`` (they reach every worker on every node), and
+    the agent-loop manager of :mod:`teamgym.adapters.verl.workers` unless one is set."""
     loop = agent_loop_entry(cfg)
     cfg = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(cfg, resolve=True)))
     OmegaConf.set_struct(cfg, False)
@@ -80,6 +82,9 @@ def runtime_config(cfg: DictConfig) -> DictConfig:
         path = os.path.abspath(os.environ["VERL_FILE_LOGGER_PATH"])
         runtime_env.env_vars["VERL_FILE_LOGGER_PATH"] = path
     cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path = None
+    if not cfg.actor_rollout_ref.rollout.agent.get("agent_loop_manager_class"):
+        # verl's manager for this trainer, whose workers build our loop by a call, not Hydra
+        cfg.actor_rollout_ref.rollout.agent.agent_loop_manager_class = manager_class(cfg)
     return cfg
 
 

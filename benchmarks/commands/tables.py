@@ -132,7 +132,7 @@ def throughput_table(results: Iterable[Any]) -> Table:
             else "-"
         )
         table.add_row(
-            r.trainer,
+            r.trainer + (" (verl's worker)" if getattr(r, "stock", False) else ""),
             r.server,
             str(r.episodes),
             str(r.num_agents),

@@ -46,6 +46,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "main_ppo runs, with TransferQueue)",
     )
     p.add_argument(
+        "--stock-worker",
+        action="store_true",
+        help="verl's own worker class, whose Hydra builds the agent loop of every trajectory "
+        "(default: teamgym's subclass, which builds it by a call, as main_ppo gets it)",
+    )
+    p.add_argument(
         "--server",
         choices=("latency", "model", "both"),
         default="both",
@@ -69,6 +75,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         args.model,
         servers=servers,
         legacy=args.legacy,
+        stock=args.stock_worker,
     )
     console.print(throughput_table(results))
     for r in results:

@@ -179,6 +179,33 @@ def test_scripted_policies_give_rewards_and_grpo_matches_the_formula(
         assert adv_team[i][out.batch["response_mask"][i].bool()].allclose(expected, atol=1e-4)
 
 
+def test_teamgyms_legacy_worker_gives_what_verls_gives(make_cfg, make_batch, tokenizer) -> None:
+    """``TeamAgentLoopWorker`` (our loop built by a call, not Hydra: the legacy trainer's
+    worker under ``teamgym.adapters.verl.train``) returns what verl's ``AgentLoopWorker``
+    returns for the same batch: the same rows, ids, masks, scores and replies."""
+    from teamgym.adapters.verl.workers import TeamAgentLoopWorker
+
+    cfg = make_cfg(max_reply_tokens=64, response_length=1024)
+    got = []
+    for cls in (AgentLoopWorker, TeamAgentLoopWorker):
+        worker = cls(cfg, ScriptedServer(tokenizer, policy_reply(_FirstValid())))
+        out = asyncio.run(asyncio.wait_for(worker.generate_sequences(make_batch(cfg, n=2)), 300))
+        got.append(
+            [{k: v for k, v in r.items() if k not in ("instance", "extra")} for r in _rows(out)]
+        )
+    assert worker._team_loop is not None, "ours built the loop through verl's Hydra path"
+    verls, ours = got
+    assert len({r["score"] for r in verls}) > 1, "the episodes score differently"
+    assert ours == verls
+
+
+class _FirstValid:
+    """The first valid action: the same replies whatever order the agents ask in."""
+
+    def act(self, agent: str, observation: str, info: dict[str, Any]) -> str:
+        return f"<action>{info['valid_actions'][0]}</action>"
+
+
 def test_shuffled_rows_still_pair_correctly(make_cfg, make_batch, tokenizer) -> None:
     cfg = make_cfg(max_reply_tokens=64, response_length=1024)
     batch = make_batch(cfg, permute_seed=7)

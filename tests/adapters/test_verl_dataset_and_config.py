@@ -305,6 +305,35 @@ def test_verl_features_that_split_or_refill_rows_are_refused(dataset_dir, overri
         validate_config(_cfg(dataset_dir, *base, override), check_data=True)
 
 
+@pytest.mark.parametrize(
+    ("use_v1", "manager"),
+    [("true", "TeamAgentLoopManagerTQ"), ("false", "TeamAgentLoopManager")],
+)
+def test_main_ppo_gets_teamgyms_manager_for_its_trainer(dataset_dir, use_v1, manager) -> None:
+    """``runtime_config`` (what ``main_ppo`` gets) names the manager whose workers build our
+    loop by a call, the one of the trainer that runs; the start-up checks accept it, refuse
+    our other trainer's (it would fail only once the GPUs are up) and any other (previous
+    test)."""
+    import importlib
+
+    from teamgym.adapters.verl.config import TEAM_MANAGERS
+    from teamgym.adapters.verl.train import runtime_config
+
+    base = ["data.train_batch_size=6", "actor_rollout_ref.rollout.agent.num_workers=1"]
+    trainer = f"trainer.use_v1={use_v1}"
+    named = runtime_config(_cfg(dataset_dir, *base, trainer))
+    named = named.actor_rollout_ref.rollout.agent.agent_loop_manager_class
+    assert named == f"teamgym.adapters.verl.workers.{manager}"
+    module, _, name = named.rpartition(".")
+    assert getattr(importlib.import_module(module), name).__name__ == manager
+    key = "+actor_rollout_ref.rollout.agent.agent_loop_manager_class"
+    with pytest.warns(UserWarning):  # the dataset's note (no tokenizer), nothing refused
+        validate_config(_cfg(dataset_dir, *base, trainer, f"{key}={named}"), check_data=True)
+    other = TEAM_MANAGERS[use_v1 != "true"]
+    with pytest.raises(TeamConfigError, match=f"manager of the other trainer.*use {named}"):
+        validate_config(_cfg(dataset_dir, *base, trainer, f"{key}={other}"), check_data=True)
+
+
 def test_gen_batch_size_of_whole_episodes_is_accepted(dataset_dir) -> None:
     base = ["data.train_batch_size=6", "actor_rollout_ref.rollout.agent.num_workers=1"]
     with pytest.warns(UserWarning, match="not measured"):  # the one note: no tokenizer here

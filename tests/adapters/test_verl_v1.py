@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
+import zlib
 
 import numpy as np
 import pytest
@@ -29,6 +30,7 @@ from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 from teamgym.adapters.verl import advantage
 from teamgym.adapters.verl.server import ScriptedServer, policy_reply
 from teamgym.adapters.verl.train import setup_worker
+from teamgym.adapters.verl.workers import TeamAgentLoopWorkerTQ
 from teamgym.envs.baselines import RandomPolicy
 
 setup_worker()
@@ -88,11 +90,14 @@ ROWS = tuple(range(12))  # 6 episodes x 2 agents
 WORKERS: list = []  # the agent-loop workers of this module's Ray job (the first owns the registry)
 
 
-def _rollout(cfg, tokenizer, dataset_dir, reply, rows=ROWS, step=1, pad_to=None, server=None):
+def _rollout(
+    cfg, tokenizer, dataset_dir, reply, rows=ROWS, step=1, pad_to=None, server=None, worker=None
+):
     """What the v1 trainer does for one step: uid the rows, register them as pending prompts,
-    run the worker, then sample the finished (or failed) groups from the replay buffer; with
-    ``pad_to``, pad the batch to a multiple of it with VERL's own synthetic rows, as the v1
-    trainer's ``_balance_batch`` does."""
+    run the worker (verl's ``AgentLoopWorkerTQ`` unless ``worker`` names another actor class),
+    then sample the finished (or failed) groups from the replay buffer; with ``pad_to``, pad
+    the batch to a multiple of it with VERL's own synthetic rows, as the v1 trainer's
+    ``_balance_batch`` does."""
     ds = RLHFDataset(
         data_files=[str(dataset_dir / "train.parquet")], tokenizer=tokenizer, config=cfg.data
     )
@@ -103,9 +108,11 @@ def _rollout(cfg, tokenizer, dataset_dir, reply, rows=ROWS, step=1, pad_to=None,
     tu.assign_non_tensor_data(batch, "global_steps", step)
     tags = [{"is_prompt": True, "status": "pending", "global_steps": step} for _ in rows]
     tq.kv_batch_put(keys=uids, partition_id="train", tags=tags)
-    worker = AgentLoopWorkerTQ.remote(cfg, server or ScriptedServer(tokenizer, reply), None, None)
-    WORKERS.append(worker)  # verl's manager keeps its workers for the whole job; so do we
-    ray.get(worker.generate_sequences.remote(batch), timeout=120)
+    actor = (worker or AgentLoopWorkerTQ).remote(
+        cfg, server or ScriptedServer(tokenizer, reply), None, None
+    )
+    WORKERS.append(actor)  # verl's manager keeps its workers for the whole job; so do we
+    ray.get(actor.generate_sequences.remote(batch), timeout=120)
     buffer = ReplayBuffer(
         trainer_mode="sync",
         trainer_config=cfg.trainer,
@@ -266,3 +273,92 @@ def test_v1_batch_holds_exactly_the_ids_sent_and_generated(v1, tokenizer, datase
             assert ids[:end] == call["sent"]
             assert ids[end : end + len(call["got"])] == call["got"]
         assert len(ids) == len(turns[-1]["sent"]) + len(turns[-1]["got"])
+
+
+class _FixedPolicy:
+    """One of the valid actions by a stable hash of the observation: two runs of the same rows
+    answer alike whatever order the agents ask in."""
+
+    def act(self, agent: str, observation: str, info: dict) -> str:
+        valid = info["valid_actions"]
+        return f"<action>{valid[zlib.crc32(observation.encode()) % len(valid)]}</action>"
+
+
+_fixed_reply = policy_reply(_FixedPolicy())
+
+
+def test_teamgyms_worker_writes_what_verls_writes(v1, tokenizer, dataset_dir) -> None:
+    """``TeamAgentLoopWorkerTQ`` (our loop built by a call, not Hydra: what ``main_ppo`` gets
+    from ``teamgym.adapters.verl.train``) writes the same rows into TransferQueue as verl's own
+    ``AgentLoopWorkerTQ``: the same ids, masks, positions and rewards, row by row."""
+    fields = ["input_ids", "responses", "response_mask", "position_ids", "rm_scores", "prompts"]
+    written = []
+    for worker in (AgentLoopWorkerTQ, TeamAgentLoopWorkerTQ):
+        keys, _, _, uids = _rollout(v1, tokenizer, dataset_dir, _fixed_reply, worker=worker)
+        data = tq.kv_batch_get(keys=keys, partition_id="train", select_fields=fields)
+        row = {u: i for i, u in enumerate(uids)}
+        order = sorted(range(len(keys)), key=lambda k: (row[keys[k].split("_")[0]], keys[k]))
+        written.append({f: [data[f][k].tolist() for k in order] for f in fields})
+    # ours took its own path: the loop's class and keys were read once, into the worker
+    built = ray.get(WORKERS[-1].__ray_call__.remote(lambda self: self._team_loop is not None))
+    assert built, "TeamAgentLoopWorkerTQ built the loop through verl's Hydra path"
+    verls, ours = written
+    assert len(verls["responses"]) == len(ROWS) * N
+    assert any(sum(r) != 0 for r in verls["rm_scores"]), "the episodes scored something"
+    for f in fields:
+        assert ours[f] == verls[f], f
+
+
+def test_the_overridden_method_is_still_verls() -> None:
+    """The method ``TeamAgentLoopWorker`` overrides is private to verl: its source is the one
+    ours was written from (verl 0.9.1), no class between ours and it defines it again, and its
+    parameters and the keyword arguments its Hydra call hands the loop are what ours passes;
+    a verl that changes any of them fails here rather than on a cluster (re-read
+    ``adapters/verl/workers.py`` against the new method, then update the hash)."""
+    import ast
+    import hashlib
+    import inspect
+    import textwrap
+
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+
+    from teamgym.adapters.verl import workers
+
+    source = inspect.getsource(AgentLoopWorker._run_agent_loop)
+    assert hashlib.sha256(source.encode()).hexdigest()[:16] == "32c3d607c5d4c9fa", source
+    assert "_run_agent_loop" not in vars(workers._TQ_BASE)
+
+    def params(fn):
+        return [p for p in inspect.signature(fn).parameters if p != "_ray_trace_ctx"]
+
+    assert params(AgentLoopWorker._run_agent_loop) == params(workers._DirectLoop._run_agent_loop)
+
+    def call_keywords(fn, name):
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        calls = [
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and ast.unparse(n.func).endswith(name)
+        ]
+        return sorted(k.arg for c in calls for k in c.keywords if k.arg)
+
+    verls = call_keywords(AgentLoopWorker._run_agent_loop, "instantiate")
+    ours = call_keywords(workers._DirectLoop._run_agent_loop, "cls")
+    assert verls == sorted([*ours, "config"]), (verls, ours)
+
+
+@pytest.mark.parametrize("v1", [True, False])
+def test_teamgyms_managers_start_teamgyms_workers(v1) -> None:
+    """The managers ``main_ppo`` gets (``runtime_config``) start teamgym's worker class, not
+    verl's (verl's ``__init__`` only stores what it is given; the workers start in ``create``)."""
+    from teamgym.adapters.verl import workers
+
+    cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {}, "model": {}}})
+    manager = workers.TeamAgentLoopManagerTQ if v1 else workers.TeamAgentLoopManager
+    started = manager(cfg, None).agent_loop_workers_class
+    plain = started.__ray_metadata__.modified_class.__ray_actor_class__
+    if v1:  # an actor class of its own, as verl's v1 worker is
+        assert started is workers.TeamAgentLoopWorkerTQ
+    else:
+        assert plain is workers.TeamAgentLoopWorker
+    assert issubclass(plain, workers._DirectLoop)

@@ -11,9 +11,11 @@ from teamgym.benchmarks.verl_throughput import measure_throughput
 SMALL = {"episodes": 2, "num_agents": 3, "num_rounds": 1, "latency": 0.01, "servers": ("latency",)}
 
 
-def test_legacy_worker_overlaps_every_agent(model_dir) -> None:
-    (r,) = measure_throughput(**SMALL, model_dir=model_dir, legacy=True)
-    assert r.trainer == "legacy" and r.rows == 6 and r.turns == 2
+@pytest.mark.parametrize("stock", [False, True])
+def test_legacy_worker_overlaps_every_agent(model_dir, stock) -> None:
+    """teamgym's worker (the loop built by a call) and, with ``stock``, verl's own."""
+    (r,) = measure_throughput(**SMALL, model_dir=model_dir, legacy=True, stock=stock)
+    assert r.trainer == "legacy" and r.stock is stock and r.rows == 6 and r.turns == 2
     assert r.max_in_flight == 6, "every agent of every episode is in flight at once"
     assert r.rows_per_s > 0 and r.tokens_per_s > 0 and r.concurrency_ratio is not None
     assert r.cpu_ms_per_agent_turn > 0 and r.cpu_ms_by_process["worker"] > 0

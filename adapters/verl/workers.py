@@ -1,0 +1,152 @@
+"""verl's agent-loop workers with teamgym's loop built by a direct call, not Hydra.
+
+verl 0.9.1 builds the agent loop of every trajectory with ``hydra.utils.instantiate`` on the
+registry entry, merging the worker's eight objects into a copy of the entry first: 4-6 ms a
+trajectory on the development machine, about a fifth of the v1 worker's CPU (docs: Speed),
+against 0.2-0.3 ms for calling the class. These workers do the same thing for the
+``teamgym_agent`` entry with a call: the entry's class and keys are read once per worker, the
+loop gets the same keyword arguments (the entry's keys, verl's objects), and everything else
+(other agent loops, the trace, the post-processing and TransferQueue writes) is verl's own code.
+
+They are selected through verl's ``actor_rollout_ref.rollout.agent.agent_loop_manager_class``:
+:class:`TeamAgentLoopManagerTQ` for the v1 trainer (``trainer.use_v1``, the default),
+:class:`TeamAgentLoopManager` for the legacy one
+(:func:`teamgym.adapters.verl.config.manager_class` picks by the config, and
+:func:`teamgym.adapters.verl.train.runtime_config` sets it for ``main_ppo``). The overridden
+method, ``AgentLoopWorker._run_agent_loop``, is private to verl: ``tests/adapters`` pins its
+source at verl 0.9.1, so a verl upgrade that changes it fails there first.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, cast
+
+import hydra
+import ray
+from omegaconf import DictConfig, OmegaConf
+from verl.experimental.agent_loop.agent_loop import (
+    AgentLoopManager,
+    AgentLoopWorker,
+    DictConfigWrap,
+    ToolListWrap,
+    _agent_loop_registry,
+)
+from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
+from verl.utils.rollout_trace import rollout_trace_attr
+
+from teamgym.names import AGENT_LOOP_NAME
+
+__all__ = [
+    "MANAGER_KEY",
+    "TeamAgentLoopManager",
+    "TeamAgentLoopManagerTQ",
+    "TeamAgentLoopWorker",
+    "TeamAgentLoopWorkerTQ",
+]
+
+#: The verl setting that names the agent-loop manager class.
+MANAGER_KEY = "actor_rollout_ref.rollout.agent.agent_loop_manager_class"
+#: Registry keys Hydra reads and does not pass on (``name`` it passes, so do we).
+_HYDRA_KEYS = ("_target_", "_recursive_", "_convert_")
+#: Keys that make Hydra call the class otherwise: such an entry takes verl's own path.
+_HYDRA_SPECIAL = ("_args_", "_partial_")
+
+
+class _DirectLoop:
+    """``_run_agent_loop`` with the ``teamgym_agent`` loop built by a call (see the module)."""
+
+    _team_loop: tuple[Any, Any, dict[str, Any] | None] | None = None
+
+    def _team_loop_parts(self) -> tuple[type, dict[str, Any] | None]:
+        """The loop's class and the keys the call passes (None: the entry needs Hydra, it has
+        ``_args_`` or ``_partial_``), read once per worker (again only if the registry entry is
+        replaced, as ``setup_worker`` does at start-up)."""
+        entry = _agent_loop_registry[AGENT_LOOP_NAME]
+        if self._team_loop is None or self._team_loop[0] is not entry:
+            plain: Any = (
+                OmegaConf.to_container(entry, resolve=True)
+                if isinstance(entry, DictConfig)
+                else dict(entry)
+            )
+            fields = {k: v for k, v in plain.items() if k not in _HYDRA_KEYS}
+            direct = None if any(k in plain for k in _HYDRA_SPECIAL) else fields
+            self._team_loop = (entry, hydra.utils.get_class(plain["_target_"]), direct)
+        return self._team_loop[1], self._team_loop[2]
+
+    async def _run_agent_loop(
+        self,
+        sampling_params: dict[str, Any],
+        trajectory: dict[str, Any],
+        *,
+        agent_name: str,
+        trace: bool = True,
+        **kwargs: Any,
+    ) -> Any:
+        """verl's ``AgentLoopWorker._run_agent_loop``, the loop built by a call for teamgym's
+        entry; any other agent loop goes to verl's own method."""
+        fields = None
+        if agent_name == AGENT_LOOP_NAME and AGENT_LOOP_NAME in _agent_loop_registry:
+            cls, fields = self._team_loop_parts()
+        if fields is None:  # another loop, or an entry with Hydra's positional/partial keys
+            return await super()._run_agent_loop(  # type: ignore[misc]
+                sampling_params, trajectory, agent_name=agent_name, trace=trace, **kwargs
+            )
+        worker: Any = self
+        with rollout_trace_attr(
+            step=trajectory["step"],
+            sample_index=trajectory["sample_index"],
+            rollout_n=trajectory["rollout_n"],
+            validate=trajectory["validate"],
+            name="agent_loop",
+            trace=trace,
+        ):
+            agent_loop = cls(
+                **copy.deepcopy(fields),
+                trainer_config=DictConfigWrap(config=worker.config),
+                server_manager=worker.llm_client,
+                tokenizer=worker.tokenizer,
+                processor=worker.processor,
+                hf_model_type=worker.hf_model_type,
+                dataset_cls=worker.dataset_cls,
+                data_config=DictConfigWrap(worker.config.data),
+                tools=ToolListWrap(worker.tools),
+            )
+            output = await agent_loop.run(sampling_params, **kwargs)
+            return await worker._agent_loop_postprocess(output, trajectory["validate"], **kwargs)
+
+
+class TeamAgentLoopWorker(_DirectLoop, AgentLoopWorker):
+    """verl's legacy ``AgentLoopWorker`` building teamgym's loop by a call (a plain class, as
+    verl's is: the manager makes it a Ray actor, the CPU trainer runs it in-process)."""
+
+
+# verl's v1 worker is declared ``@ray.remote``; Ray refuses to subclass an actor class, so the
+# subclass derives from the class beneath it, and is made an actor the way verl makes its own
+_TQ_BASE: type = AgentLoopWorkerTQ.__ray_metadata__.modified_class.__ray_actor_class__  # type: ignore[attr-defined]
+
+
+# declared an actor here, as verl declares its own: made one later with ``ray.remote(...)``,
+# the worker died at start-up in verl's ``super().__init__`` ("obj must be an instance or
+# subtype of type"), as Ray carried verl's methods over to the worker process
+@ray.remote
+class TeamAgentLoopWorkerTQ(_DirectLoop, _TQ_BASE):  # type: ignore[misc,valid-type]
+    """verl's v1 ``AgentLoopWorkerTQ`` (TransferQueue writes unchanged) building teamgym's loop
+    by a call, a Ray actor class like verl's."""
+
+
+class TeamAgentLoopManager(AgentLoopManager):
+    """verl's legacy ``AgentLoopManager`` starting :class:`TeamAgentLoopWorker` actors."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.agent_loop_workers_class = ray.remote(TeamAgentLoopWorker)
+        super().__init__(*args, **kwargs)
+
+
+class TeamAgentLoopManagerTQ(AgentLoopManagerTQ):
+    """verl's v1 ``AgentLoopManagerTQ`` starting :class:`TeamAgentLoopWorkerTQ` actors."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # sets verl's worker class unconditionally
+        # cast: an actor class (``@ray.remote`` above), which mypy sees as the plain class
+        self.agent_loop_workers_class = cast(Any, TeamAgentLoopWorkerTQ)

@@ -1,8 +1,10 @@
 """Rollouts of the CPU GRPO trainer: VERL's config and input batches, batch metrics, evaluation.
 
 Rows are built as VERL's ``RLHFDataset`` yields them and played by VERL's real
-``AgentLoopWorker`` with our ``teamgym_agent`` loop, so the trainer sees exactly what a GPU
-run's actor sees.
+``AgentLoopWorker`` with our ``teamgym_agent`` loop (as the legacy trainer runs it under
+``teamgym.adapters.verl.train``: :class:`~teamgym.adapters.verl.workers.TeamAgentLoopWorker`,
+which builds the loop by a call instead of Hydra, same rows), so the trainer sees exactly what
+a GPU run's actor sees.
 """
 
 from __future__ import annotations
@@ -170,14 +172,14 @@ def evaluate_metrics(
     unless ``temperature`` > 0 (then sampled with the server's ``seed``): success, score, team
     return (raw, before sharing) and invalid-action rate, each the mean over the trained
     agents' rows."""
-    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+    from teamgym.adapters.verl.workers import TeamAgentLoopWorker
 
     run = Path(evaluation.out)
     run.mkdir(parents=True, exist_ok=True)
     cfg = compose_config(evaluation.rollout, run)
     cfg.actor_rollout_ref.rollout.temperature = temperature
     cfg.actor_rollout_ref.rollout.val_kwargs.temperature = temperature  # before the worker reads it
-    worker = AgentLoopWorker(cfg, local_server(model_dir_or_model, tokenizer, seed))
+    worker = TeamAgentLoopWorker(cfg, local_server(model_dir_or_model, tokenizer, seed))
     seeds = eval_seeds(seed, evaluation.episodes)
     batch = build_batch(evaluation.rollout, seeds, "eval", 1)
     batch.meta_info["validate"] = True

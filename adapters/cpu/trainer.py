@@ -1,6 +1,7 @@
 """CPU GRPO trainer: shared-reward GRPO on a laptop with VERL's own data path and algorithms.
 
-Rollouts go through VERL's real ``AgentLoopWorker`` and our ``teamgym_agent`` loop (the same
+Rollouts go through VERL's real ``AgentLoopWorker`` (teamgym's subclass, which builds the loop
+by a call instead of Hydra) and our ``teamgym_agent`` loop (the same
 episode hub as on GPUs), served by :class:`~teamgym.adapters.verl.server.LocalModelServer` in
 place of vLLM (:mod:`.rollout`); the update uses VERL's ``core_algos`` with AdamW in place
 of the FSDP actor (:mod:`.grpo`), after a supervised format warm-up (:mod:`.warmup`).
@@ -43,8 +44,9 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
     main loop reads top to bottom, CleanRL style."""
     from rich.progress import Progress
     from transformers import AutoTokenizer
-    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
     from verl.utils.config import omega_conf_to_dataclass
+
+    from teamgym.adapters.verl.workers import TeamAgentLoopWorker
 
     run = RunDir(args.out)
     run.start(args)
@@ -62,7 +64,7 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
     state, history, rng = _resumed(run, args, learner)
 
     # 2. VERL's agent-loop worker on a local server of the policy; the Prometheus exporter
-    worker = AgentLoopWorker(cfg, local_server(learner.policy, tokenizer, args.seed))
+    worker = TeamAgentLoopWorker(cfg, local_server(learner.policy, tokenizer, args.seed))
     export = record_exporter(args.metrics_port)
     rollouts = args.episodes_per_step * args.group_size  # episodes a step plays
 

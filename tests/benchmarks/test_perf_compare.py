@@ -153,7 +153,10 @@ def test_quick_run_compared_with_an_earlier_one(
 ) -> None:
     old = copy.deepcopy(earlier)
     text, vector = old["speed"]
-    text["us_per_agent_step"] /= 10  # the new run is about 10 times slower
+    # the new run is then ~1000 times slower: a quick run's own speed varies several-fold
+    # between two runs on a loaded machine (the earlier one pays first-run costs), so a
+    # factor of 10 could come out below 2 (as it did once in CI)
+    text["us_per_agent_step"] /= 1000
     vector["num_agents"] = 4  # 4 agents' row gone, 2 agents' new
     old["settings"]["agent_steps"] = 5000
     monkeypatch.chdir(tmp_path)

@@ -328,7 +328,14 @@ def test_agent_flags_take_inline_yaml_mappings() -> None:
 def test_ctrl_c_saves_what_finished_and_says_how_to_resume(tmp_path: Path) -> None:
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "teamgym", "bench", "run", "smoke", "--env", "thor-assembly-v0"]
-    proc = subprocess.Popen([*cmd, "--out", str(out), "--quiet"], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*cmd, "--out", str(out), "--quiet"],
+        stdout=subprocess.PIPE,
+        text=True,
+        # Ctrl-C as for a program a person starts, even from a background job (whose shell
+        # leaves SIGINT ignored, and a child inherits that)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     results = out / "results.jsonl"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (

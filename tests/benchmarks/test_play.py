@@ -29,6 +29,9 @@ class Terminal:
     def __init__(self, *args: str) -> None:
         pid, fd = pty.fork()
         if pid == 0:  # the child: its stdin, stdout and stderr are the terminal
+            # Ctrl-C reaches it as it reaches a program a person starts, even when this test
+            # runs in a background job (whose shell leaves SIGINT ignored, inherited by exec)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
             env = {**os.environ, "COLUMNS": "200", "LINES": "50"}
             os.execve(sys.executable, [sys.executable, "-m", "teamgym", *args], env)
         self.pid, self.fd, self.screen = pid, fd, ""

@@ -30,8 +30,6 @@ def partner_spec(
     entry: Mapping[str, Any], env_id: str, at: str, teammates: Mapping[str, str]
 ) -> AgentSpec | None:
     """The entry's ``partner``, parsed and (for a baseline) built once; None without one."""
-    from teamgym.envs.baselines import make_baseline
-
     if "partner" not in entry:
         if "partner_seats" in entry:
             raise SuiteError(f"{at}: 'partner_seats' needs a 'partner'")
@@ -41,14 +39,7 @@ def partner_spec(
     written = entry["partner"]
     if written == ALL_BASELINES:
         raise SuiteError(f"{at}: partner: name one agent, not {ALL_BASELINES!r}")
-    try:
-        partner = parse_agent_spec(written)
-        if partner.kind == "baseline":
-            make_baseline(env_id, partner.options["name"])
-    except (ValueError, KeyError, FileNotFoundError) as exc:
-        message = exc.args[0] if exc.args else exc
-        raise SuiteError(f"{at}: partner {written!r}: {message}") from None
-    return partner
+    return _built_spec(env_id, written, f"{at}: partner {written!r}")
 
 
 def partner_seats(entry: Mapping[str, Any], agents: Sequence[str], at: str) -> tuple[str, ...]:
@@ -91,8 +82,6 @@ def agent_specs(
     """Parse an ``agents`` list; ``baselines`` expands; baseline names are checked. An error
     names where the agent was written: ``at`` in the file, or its ``--agent`` flag (``typed``,
     one per agent)."""
-    from teamgym.envs.baselines import make_baseline
-
     if isinstance(agents, (str, dict)):
         agents = [agents]
     if not isinstance(agents, list) or not agents:
@@ -100,13 +89,21 @@ def agent_specs(
     specs = []
     for i, written in enumerate(agents):
         for agent in ["random", *baselines] if written == ALL_BASELINES else [written]:
-            try:
-                parsed = parse_agent_spec(agent)
-                if parsed.kind == "baseline":
-                    make_baseline(env_id, parsed.options["name"])
-            except (ValueError, KeyError, FileNotFoundError) as exc:
-                message = exc.args[0] if exc.args else exc
-                said = f"--agent {typed[i]!r}" if typed else f"{at}: agent {agent!r}"
-                raise SuiteError(f"{said}: {message}") from None
-            specs.append(parsed)
+            said = f"--agent {typed[i]!r}" if typed else f"{at}: agent {agent!r}"
+            specs.append(_built_spec(env_id, agent, said))
     return specs
+
+
+def _built_spec(env_id: str, written: Any, said: str) -> AgentSpec:
+    """``written`` parsed as an agent spec, a baseline built once to check its name; a bad one
+    is a :class:`SuiteError` that starts with ``said`` (where it was written)."""
+    from teamgym.envs.baselines import make_baseline
+
+    try:
+        spec = parse_agent_spec(written)
+        if spec.kind == "baseline":
+            make_baseline(env_id, spec.options["name"])
+    except (ValueError, KeyError, FileNotFoundError) as exc:
+        message = exc.args[0] if exc.args else exc
+        raise SuiteError(f"{said}: {message}") from None
+    return spec

@@ -38,15 +38,12 @@ from verl.utils.rollout_trace import rollout_trace_attr
 from teamgym.names import AGENT_LOOP_NAME
 
 __all__ = [
-    "MANAGER_KEY",
     "TeamAgentLoopManager",
     "TeamAgentLoopManagerTQ",
     "TeamAgentLoopWorker",
     "TeamAgentLoopWorkerTQ",
 ]
 
-#: The verl setting that names the agent-loop manager class.
-MANAGER_KEY = "actor_rollout_ref.rollout.agent.agent_loop_manager_class"
 #: Registry keys Hydra reads and does not pass on (``name`` it passes, so do we).
 _HYDRA_KEYS = ("_target_", "_recursive_", "_convert_")
 #: Keys that make Hydra call the class otherwise: such an entry takes verl's own path.

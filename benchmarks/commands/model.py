@@ -37,6 +37,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     m.add_argument("--hidden-size", type=positive_int, metavar="N", default=64, help="model width")
     m.add_argument(
+        "--heads",
+        type=positive_int,
+        metavar="N",
+        default=4,
+        help="attention heads (half as many key/value heads); vLLM's CPU build needs a head size "
+        "(hidden size / heads) of 32, 64, 80, 96, 112, 128, ...: --heads 2 with the default width",
+    )
+    m.add_argument(
         "--force",
         action="store_true",
         help="write into DIR even when it holds other files (not a model directory)",
@@ -62,6 +70,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     """Build the model directory and print its hash."""
     out = Path(args.out)
     _check_out(out, args.force)
+    if args.hidden_size % args.heads:
+        raise CommandError(
+            f"--hidden-size {args.hidden_size} is not a multiple of --heads {args.heads}: each "
+            "head takes an equal share of the width"
+        )
     from teamgym.adapters.agents.local_model import (
         LocalModelConfig,
         build_local_model,
@@ -76,6 +89,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 seed=args.seed,
                 num_hidden_layers=args.layers,
                 hidden_size=args.hidden_size,
+                num_attention_heads=args.heads,
                 intermediate_size=2 * args.hidden_size,
                 sliding_window=args.sliding_window,
             ),

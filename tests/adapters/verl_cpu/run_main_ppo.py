@@ -17,7 +17,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 PLUGIN = "teamgym_verl_cpu"
-SWITCHES = ("TEAMGYM_CPU_ROLLOUT_CRASH_STEP", "TEAMGYM_CPU_ROLLOUT_SCRIPT")
+#: The test switches of ``teamgym_verl_cpu`` (its docstring), passed on when set.
+SWITCHES = (
+    "TEAMGYM_CPU_ROLLOUT_CRASH_STEP",
+    "TEAMGYM_CPU_ROLLOUT_SCRIPT",
+    "TEAMGYM_VLLM_SKIP_SYNC",
+)
 
 
 def plugin_env(out_dir: Path) -> dict[str, str]:
@@ -30,6 +35,8 @@ def plugin_env(out_dir: Path) -> dict[str, str]:
         "PYTHONPATH": path,
         "VERL_FILE_LOGGER_PATH": str(out_dir / "metrics.jsonl"),
         "TEAMGYM_CPU_ROLLOUT_LOG": str(out_dir / "rollout_server.jsonl"),
+        "TEAMGYM_VLLM_LOG": str(out_dir / "vllm_requests.jsonl"),
+        "TEAMGYM_BATCH_LOG": str(out_dir / "train_batch.jsonl"),
         "TOKENIZERS_PARALLELISM": "false",
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
@@ -40,11 +47,16 @@ def plugin_env(out_dir: Path) -> dict[str, str]:
 
 
 def cpu_overrides(
-    model_dir: str, dataset_dir: str, loop_yaml: str, env: dict[str, str], ranks: int = 1
+    model_dir: str,
+    dataset_dir: str,
+    loop_yaml: str,
+    env: dict[str, str],
+    ranks: int = 1,
+    engine: str = "teamgym_cpu",
 ) -> list[str]:
-    """Hydra overrides that size the run for a 2-core CPU host; ``ranks`` FSDP2 ranks (gloo),
-    each a logical Ray GPU with its own rollout replica."""
-    env_vars = ",".join(f"{k}:'{v}'" for k, v in env.items())
+    """Test sizes on top of the CPU overlay (``--cpu``): ``ranks`` FSDP2 ranks on gloo, each a
+    logical Ray GPU with its own rollout replica of ``engine`` (``vllm``: vLLM's CPU build;
+    ``teamgym_cpu``: this folder's backend)."""
     return [
         f"teamgym.dataset_dir={dataset_dir}",
         f"actor_rollout_ref.model.path={model_dir}",
@@ -52,7 +64,7 @@ def cpu_overrides(
         # sizes
         "data.train_batch_size=4",
         "data.max_prompt_length=512",
-        "data.max_response_length=192",
+        "data.max_response_length=256",
         "data.dataloader_num_workers=0",
         "actor_rollout_ref.rollout.n=2",
         "actor_rollout_ref.rollout.agent.num_workers=1",
@@ -61,22 +73,11 @@ def cpu_overrides(
         "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
         "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=4",
         "actor_rollout_ref.actor.optim.lr=1e-3",
-        # model / engine on CPU
-        "actor_rollout_ref.actor.strategy=fsdp2",
-        "actor_rollout_ref.ref.strategy=fsdp2",
-        "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
-        "actor_rollout_ref.model.use_remove_padding=false",
         "actor_rollout_ref.model.enable_gradient_checkpointing=false",
-        "actor_rollout_ref.actor.use_kl_loss=false",
         "actor_rollout_ref.actor.entropy_coeff=0.01",  # a gradient even when every GRPO advantage is 0
-        "reward.num_workers=1",  # verl starts 8 reward-loop processes by default
-        # rollout: the test-only CPU backend registered by teamgym_verl_cpu
-        "actor_rollout_ref.rollout.name=teamgym_cpu",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
-        "actor_rollout_ref.rollout.free_cache_engine=false",
+        f"actor_rollout_ref.rollout.name={engine}",
         # trainer
         f"trainer.n_gpus_per_node={ranks}",
-        "trainer.nnodes=1",
         "trainer.total_training_steps=2",
         "trainer.total_epochs=1",
         "trainer.val_before_train=false",
@@ -84,18 +85,21 @@ def cpu_overrides(
         "trainer.save_freq=-1",
         "trainer.logger=[console,file]",
         f"trainer.default_local_dir={env['VERL_FILE_LOGGER_PATH']}.ckpt",
-        # ray / transfer queue on 2 cores
-        "ray_kwargs.ray_init.num_cpus=16",
-        f"+ray_kwargs.ray_init.num_gpus={ranks}",
-        "+ray_kwargs.ray_init.include_dashboard=false",
-        f"+ray_kwargs.ray_init.runtime_env.env_vars={{{env_vars}}}",
-        "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+        f"trainer.rollout_data_dir={Path(env['TEAMGYM_BATCH_LOG']).parent / 'rollout_data'}",
+        # the plugin and the switches reach every Ray worker
+        *(f"++ray_kwargs.ray_init.runtime_env.env_vars.{k}='{v}'" for k, v in env.items()),
     ]
 
 
+def _flag(argv: list[str], name: str, default: str) -> str:
+    return next((a.split("=", 1)[1] for a in argv if a.startswith(f"--{name}=")), default)
+
+
 def main(argv: list[str]) -> int:
-    ranks = int(next((a.split("=", 1)[1] for a in argv if a.startswith("--ranks=")), 1))
-    model_dir, dataset_dir, out_dir, *extra = [a for a in argv if not a.startswith("--ranks=")]
+    ranks = int(_flag(argv, "ranks", "1"))
+    engine = _flag(argv, "engine", "teamgym_cpu")
+    positional = [a for a in argv if not a.startswith(("--ranks=", "--engine="))]
+    model_dir, dataset_dir, out_dir, *extra = positional
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     env = plugin_env(out)
@@ -111,11 +115,12 @@ def main(argv: list[str]) -> int:
     from teamgym.adapters.verl.config import write_agent_loop_yaml
 
     loop_yaml = write_agent_loop_yaml(
-        out / "agent_loop.yaml", max_reply_tokens=12, join_timeout=60, turn_timeout=300
+        out / "agent_loop.yaml", max_reply_tokens=24, join_timeout=60, turn_timeout=300
     )
     # teamgym's own entry point (`python -m teamgym.adapters.verl.train ...`): compose, validate
     # (teamgym's checks and verl's), ship the agent-loop entry to the workers, main_ppo.main
-    return train.main(cpu_overrides(model_dir, dataset_dir, str(loop_yaml), env, ranks) + extra)
+    overrides = cpu_overrides(model_dir, dataset_dir, str(loop_yaml), env, ranks, engine)
+    return train.main(["--cpu", *overrides, *extra])
 
 
 if __name__ == "__main__":

@@ -36,199 +36,15 @@ import logging
 import os
 import types
 import zlib
-from contextlib import contextmanager
 from typing import Any
 
 import torch
-from verl.plugin.platform.platform_base import PlatformBase
-from verl.plugin.platform.platform_manager import PlatformRegistry
+
+from teamgym.adapters.verl import cpu_host
 
 logger = logging.getLogger(__name__)
 
 ROLLOUT_NAME = "teamgym_cpu"
-
-os.environ.setdefault("VERL_ENGINE_DEVICE", "cuda")
-
-
-# --------------------------------------------------------------------------------------------
-# 1. platform
-# --------------------------------------------------------------------------------------------
-
-
-class _Event:
-    def __init__(self, *a, **k):
-        import time
-
-        self._t = 0.0
-        self._time = time.perf_counter
-
-    def record(self, *a, **k):
-        self._t = self._time()
-
-    def elapsed_time(self, other):
-        return (other._t - self._t) * 1000.0
-
-    def synchronize(self):
-        pass
-
-    def wait(self, *a, **k):
-        pass
-
-    def query(self):
-        return True
-
-
-class _Stream:
-    def __init__(self, *a, **k):
-        pass
-
-    def synchronize(self):
-        pass
-
-    def wait_stream(self, *a, **k):
-        pass
-
-    def wait_event(self, *a, **k):
-        pass
-
-    def record_event(self, *a, **k):
-        return _Event()
-
-
-@contextmanager
-def _null_ctx(*a, **k):
-    yield
-
-
-_device_module = types.SimpleNamespace(
-    current_device=lambda: "cpu",
-    device_count=lambda: 1,
-    set_device=lambda *a, **k: None,
-    synchronize=lambda *a, **k: None,
-    empty_cache=lambda: None,
-    is_available=lambda: True,
-    manual_seed=torch.manual_seed,
-    manual_seed_all=torch.manual_seed,
-    memory_allocated=lambda *a, **k: 0,
-    memory_reserved=lambda *a, **k: 0,
-    max_memory_allocated=lambda *a, **k: 0,
-    max_memory_reserved=lambda *a, **k: 0,
-    mem_get_info=lambda *a, **k: (1 << 34, 1 << 34),
-    reset_peak_memory_stats=lambda *a, **k: None,
-    get_rng_state=lambda *a, **k: torch.get_rng_state(),
-    set_rng_state=lambda state, *a, **k: torch.set_rng_state(state),
-    is_initialized=lambda: True,
-    is_bf16_supported=lambda *a, **k: True,
-    Event=_Event,
-    Stream=_Stream,
-    stream=_null_ctx,
-    current_stream=lambda *a, **k: _Stream(),
-    default_stream=lambda *a, **k: _Stream(),
-    memory_stats=lambda *a, **k: {},
-    get_device_name=lambda *a, **k: "cpu",
-    get_device_properties=lambda *a, **k: types.SimpleNamespace(
-        name="cpu", total_memory=1 << 34, major=0, minor=0
-    ),
-)
-
-
-@PlatformRegistry.register(platform="cpu")
-class PlatformCPU(PlatformBase):
-    """verl platform for a CPU-only host (test-only)."""
-
-    @property
-    def device_name(self) -> str:
-        return "cpu"
-
-    @property
-    def vendor_name(self) -> str:
-        return "cpu"
-
-    @property
-    def device_module(self):
-        return _device_module
-
-    def is_available(self) -> bool:
-        return True
-
-    def is_platform_available(self, use_smi_check=False) -> bool:
-        return False  # never auto-detected: only VERL_PLATFORM=cpu selects it
-
-    def current_device(self):
-        return "cpu"
-
-    def device_count(self) -> int:
-        return 1
-
-    def set_device(self, device_index) -> None:
-        pass
-
-    def synchronize(self, device_index=None) -> None:
-        pass
-
-    def manual_seed(self, seed: int) -> None:
-        torch.manual_seed(seed)
-
-    def manual_seed_all(self, seed: int) -> None:
-        torch.manual_seed(seed)
-
-    def set_allocator_settings(self, settings: str) -> None:
-        pass
-
-    def empty_cache(self) -> None:
-        pass
-
-    def get_device_capability(self, device_index: int = 0):
-        return (None, None)
-
-    def communication_backend_name(self) -> str:
-        return "gloo"
-
-    def visible_devices_envvar(self) -> str:
-        return "CUDA_VISIBLE_DEVICES"
-
-    @contextmanager
-    def nvtx_range(self, msg: str):
-        yield
-
-    def profiler_start(self) -> None:
-        pass
-
-    def profiler_stop(self) -> None:
-        pass
-
-    def ray_resource_name(self) -> str:
-        return "GPU"
-
-    def ray_noset_envvars(self) -> list[str]:
-        return ["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"]
-
-    def ray_resource_options(self, num_gpus: float) -> dict[str, Any]:
-        return {"num_gpus": num_gpus}
-
-    def is_ipc_supported(self) -> bool:
-        return False
-
-    def cudart(self):
-        return None
-
-
-# --------------------------------------------------------------------------------------------
-# 3. monkeypatch: plain gloo process groups (utils/distributed.py:89 builds "cpu:gloo,cpu:gloo")
-# --------------------------------------------------------------------------------------------
-
-import verl.utils.distributed as _dist  # noqa: E402
-
-_orig_init_pg = _dist.initialize_global_process_group_ray
-
-
-def _init_gloo(timeout_second=None, backend=None):
-    if backend is None or "cuda" not in str(backend):
-        backend = "gloo"
-    return _orig_init_pg(timeout_second=timeout_second, backend=backend)
-
-
-_dist.initialize_global_process_group_ray = _init_gloo
 
 
 # --------------------------------------------------------------------------------------------
@@ -498,3 +314,133 @@ class CPUServerAdapter(BaseRollout):
 
 
 _rollout_base._ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = f"{__name__}.CPUServerAdapter"
+
+
+# --------------------------------------------------------------------------------------------
+# 4. the real vLLM engine (``rollout.name=vllm``, the CPU build): what the tests read off it
+# --------------------------------------------------------------------------------------------
+# Each switch is an environment variable the driver ships to every process; each hook wraps one
+# verl method, in the process that imports its module, and calls verl's own method.
+
+VLLM_SERVER = "verl.workers.rollout.vllm_rollout.vllm_async_server"
+VLLM_ADAPTER = "verl.workers.rollout.vllm_rollout.vllm_rollout"
+V1_TRAINER = "verl.trainer.ppo.v1.trainer_base"
+
+
+def _append(path: str, line: dict[str, Any]) -> None:
+    import json
+
+    with open(path, "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+def _later_turn(tokenizer: Any, prompt_ids: list[int]) -> bool:
+    """Whether the prompt already holds a reply (not the first turn of its trajectory)."""
+    return tokenizer.decode(prompt_ids).count("<|im_start|>assistant") >= 2
+
+
+def _hook_vllm_server(module: types.ModuleType) -> None:
+    """``vLLMHttpServer.generate``: ``TEAMGYM_VLLM_LOG`` records every request (ids sent, ids and
+    log-probs returned, sampling parameters, the weight version); ``TEAMGYM_CPU_ROLLOUT_CRASH_STEP=S``
+    makes replica 0 fail once, on the first later-turn request of training step S."""
+    server = module.vLLMHttpServer
+    generate = server.generate
+    state = {"crashed": False}
+
+    async def recorded(self, prompt_ids, sampling_params, request_id, *args, **kwargs):
+        sent = dict(sampling_params)
+        step = os.environ.get("TEAMGYM_CPU_ROLLOUT_CRASH_STEP")
+        if (
+            step
+            and not state["crashed"]
+            and self.replica_rank == 0
+            and self.global_steps == int(step) - 1
+            and _later_turn(self.model_config.tokenizer, list(prompt_ids))
+        ):
+            state["crashed"] = True
+            if os.environ.get("TEAMGYM_VLLM_LOG"):
+                _append(
+                    os.environ["TEAMGYM_VLLM_LOG"], {"event": "crash", "step": self.global_steps}
+                )
+            raise RuntimeError(f"teamgym test: injected vLLM server crash on {request_id}")
+        out = await generate(self, prompt_ids, sampling_params, request_id, *args, **kwargs)
+        if os.environ.get("TEAMGYM_VLLM_LOG"):
+            _append(
+                os.environ["TEAMGYM_VLLM_LOG"],
+                {
+                    "event": "generate",
+                    "replica": self.replica_rank,
+                    "global_steps": self.global_steps,
+                    "request_id": request_id,
+                    "prompt_ids": [int(t) for t in prompt_ids],
+                    "token_ids": [int(t) for t in out.token_ids],
+                    "log_probs": None
+                    if out.log_probs is None
+                    else [float(x) for x in out.log_probs],
+                    "stop_reason": out.stop_reason,
+                    "sampling": {
+                        k: v
+                        for k, v in sent.items()
+                        if isinstance(v, int | float | str | list | bool)
+                    },
+                },
+            )
+        return out
+
+    server.generate = recorded
+
+
+def _hook_vllm_adapter(module: types.ModuleType) -> None:
+    """``TEAMGYM_VLLM_SKIP_SYNC=1`` (the negative control of the weight-sync test): after a
+    training step, the hybrid worker's vLLM adapter drains the actor's weights (every FSDP rank
+    must) and tags the server with the step, but sends vLLM nothing, so vLLM keeps serving the
+    weights of the first sync (verl starts vLLM on dummy weights and syncs before step 1)."""
+    if os.environ.get("TEAMGYM_VLLM_SKIP_SYNC") != "1":
+        return
+    adapter = module.ServerAdapter
+    sync = adapter.update_weights
+
+    async def update_weights(self, weights, global_steps=None, **kwargs):
+        if not global_steps:  # the first sync: vLLM's weights are dummies until then
+            return await sync(self, weights, global_steps=global_steps, **kwargs)
+        for _name, tensor in weights:
+            if hasattr(tensor, "full_tensor"):
+                tensor.full_tensor()
+        if self._ensure_server_handle() and global_steps is not None:
+            await self.server_handle.set_global_steps.remote(global_steps)
+
+    adapter.update_weights = update_weights
+
+
+def _hook_v1_trainer(module: types.ModuleType) -> None:
+    """``TEAMGYM_BATCH_LOG``: verl's rollout dump (``trainer.rollout_data_dir``) also writes the
+    token ids of every trajectory the step trains on, read from TransferQueue as verl reads them."""
+    trainer = module.PPOTrainer
+    log_rollout_data = trainer._log_rollout_data
+
+    def logged(self, batch, timing_raw, rollout_data_dir):
+        path = os.environ.get("TEAMGYM_BATCH_LOG")
+        if path:
+            fields = ["prompts", "responses", "response_mask"]
+            data = module.tq.kv_batch_get(
+                keys=batch.keys, partition_id=batch.partition_id, select_fields=fields
+            )
+            for i, key in enumerate(batch.keys):
+                _append(
+                    path,
+                    {
+                        "step": self.global_steps,
+                        "key": key,
+                        "prompt_ids": data["prompts"][i].tolist(),
+                        "response_ids": data["responses"][i].tolist(),
+                        "response_mask": data["response_mask"][i].tolist(),
+                    },
+                )
+        return log_rollout_data(self, batch, timing_raw, rollout_data_dir)
+
+    trainer._log_rollout_data = logged
+
+
+cpu_host.after_import(VLLM_SERVER, _hook_vllm_server)
+cpu_host.after_import(VLLM_ADAPTER, _hook_vllm_adapter)
+cpu_host.after_import(V1_TRAINER, _hook_v1_trainer)

@@ -38,7 +38,6 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import importlib.metadata
-import os
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -56,9 +55,6 @@ PLUGIN_ENV = {
     "VERL_PLATFORM": "cpu",
     "VERL_ENGINE_DEVICE": "cuda",  # verl registers its FSDP engines for cuda/npu only
 }
-
-os.environ.setdefault("VERL_ENGINE_DEVICE", "cuda")
-
 
 # --------------------------------------------------------------------------------------------
 # 1. the platform

@@ -445,7 +445,9 @@ def test_check_only_counts_the_running_clusters_cpus(dataset_dir, capsys) -> Non
         ray.shutdown()
 
 
-def test_check_only_refuses_an_engine_not_installed_and_takes_vllms_cpu_build(dataset_dir, capsys) -> None:
+def test_check_only_refuses_an_engine_not_installed_and_takes_vllms_cpu_build(
+    dataset_dir, capsys
+) -> None:
     import importlib.util
 
     from teamgym.adapters.verl.config import check_engine

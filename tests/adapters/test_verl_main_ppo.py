@@ -114,9 +114,9 @@ def assert_token_continuity(run: Path) -> int:
             assert not any(row["response_mask"]), row["key"]
             continue
         prompt, ids = row["prompt_ids"], row["prompt_ids"] + row["response_ids"]
-        spans = _spans([0] * len(prompt) + row["response_mask"])
-        assert spans, f"{row['key']}: a trajectory without model tokens"
-        for a, b in spans:
+        # (a trajectory may have none: a listener whose turns were forced moves until its
+        # budget ran out)
+        for a, b in _spans([0] * len(prompt) + row["response_mask"]):
             replies = sent.get(tuple(ids[:a]))
             assert replies, (
                 f"{row['key']} (step {row['step']}): tokens {a}-{b} follow a prefix vLLM was never sent"
@@ -277,3 +277,65 @@ def test_team_agent_loop_reports_the_weight_version_of_its_trajectory(
     out = asyncio.run(asyncio.wait_for(worker.generate_sequences(batch), timeout=120))
     assert list(out.non_tensor_batch["min_global_steps"]) == [3] * len(out)
     assert list(out.non_tensor_batch["max_global_steps"]) == [3] * len(out)
+
+
+@pytest.mark.slow
+def test_the_engine_features_the_agent_loop_relies_on_through_vllm(
+    vllm_model_dir, dataset_dir, tmp_path
+) -> None:
+    """What the agent loop assumes of the engine, through vLLM itself (one replica, 2 steps):
+    stop strings (vLLM stops at ``</action>`` and keeps it, the loop masks its tokens), the
+    per-turn reply cap, temperature and top-p as configured, ``forced_moves: auto`` (a listener's
+    lone ``wait`` is written by the loop, never sent to vLLM) and a response budget that runs
+    out mid-episode (each turn asks for at most what is left, and vLLM returns no more)."""
+    from transformers import AutoTokenizer
+
+    run, cap, budget = tmp_path / "run", 10, 96
+    loop = {"stop": ["</action>"], "forced_moves": "auto", "max_reply_tokens": cap}
+    rc, log = _run_main_ppo(
+        vllm_model_dir,
+        dataset_dir,
+        run,
+        "--ranks=1",
+        "--engine=vllm",
+        f"--loop={json.dumps(loop)}",
+        f"data.max_response_length={budget}",
+        "actor_rollout_ref.rollout.temperature=0.7",
+        "actor_rollout_ref.rollout.top_p=0.9",
+    )
+    assert rc == 0, f"main_ppo exited with {rc}:\n{log[-6000:]}"
+    assert sorted(_steps(run)) == [1, 2]
+    tok = AutoTokenizer.from_pretrained(vllm_model_dir)
+    served = [r for r in _jsonl(run / "vllm_requests.jsonl") if r["event"] == "generate"]
+    ended_on_stop = cut_by_budget = 0
+    for r in served:
+        s, text = r["sampling"], tok.decode(r["token_ids"])
+        assert s["stop"] == ["</action>"] and s["include_stop_str_in_output"] is True, s
+        assert (s["temperature"], s["top_p"]) == (0.7, 0.9), s
+        assert len(r["token_ids"]) <= s["max_tokens"] <= cap, (s, r["token_ids"])
+        if "</action>" in text:  # vLLM stopped there, and kept the stop string
+            assert text.endswith("</action>"), text
+            ended_on_stop += 1
+        cut_by_budget += s["max_tokens"] < cap
+    assert ended_on_stop > 0 and cut_by_budget > 0, (ended_on_stop, cut_by_budget)
+    assert assert_token_continuity(run) > 0
+    # the trained rows: stop-string tokens and forced moves are context (mask 0), and no
+    # trajectory outgrows the budget
+    sent = {tuple(r["prompt_ids"]): r["token_ids"] for r in served}
+    forced = tok.encode("<action>wait</action><|im_end|>", add_special_tokens=False)
+    masked_stops = forced_moves = 0
+    rows = [r for r in _jsonl(run / "train_batch.jsonl") if not r["key"].startswith("pad")]
+    for row in rows:
+        prompt, mask = row["prompt_ids"], [0] * len(row["prompt_ids"]) + row["response_mask"]
+        ids = prompt + row["response_ids"]
+        assert len(row["response_ids"]) <= budget, row["key"]
+        for a, b in _spans(mask):
+            generated = sent[tuple(ids[:a])]
+            if b < a + len(generated):  # the generated tail left out of training
+                assert tok.decode(ids[b : a + len(generated)]).strip().endswith("</action>")
+                masked_stops += 1
+        for i in range(len(prompt), len(ids) - len(forced) + 1):
+            if ids[i : i + len(forced)] == forced and not any(mask[i : i + len(forced)]):
+                assert tuple(ids[:i]) not in sent, f"{row['key']}: a forced move went to vLLM"
+                forced_moves += 1
+    assert masked_stops > 0 and forced_moves > 0, (masked_stops, forced_moves)

@@ -1,6 +1,7 @@
 """Run verl 0.9.1's real ``main_ppo`` entry (v1 trainer) on the CPU with teamgym's agent loop.
 
-``python run_main_ppo.py MODEL_DIR DATASET_DIR OUT_DIR [hydra overrides...]``
+``python run_main_ppo.py MODEL_DIR DATASET_DIR OUT_DIR [--ranks=N] [--engine=vllm|teamgym_cpu]
+[--loop=JSON] [hydra overrides...]`` (``--loop``: agent-loop settings, e.g. '{"stop": ["</action>"]}')
 
 Test-only driver: it sets the environment that loads :mod:`teamgym_verl_cpu` (this folder) in
 every process, composes teamgym's overlay on verl's ``ppo_trainer`` with CPU-sized overrides, and
@@ -11,6 +12,7 @@ server's weight-sync record goes to ``OUT_DIR/rollout_server.json``.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -98,7 +100,8 @@ def _flag(argv: list[str], name: str, default: str) -> str:
 def main(argv: list[str]) -> int:
     ranks = int(_flag(argv, "ranks", "1"))
     engine = _flag(argv, "engine", "teamgym_cpu")
-    positional = [a for a in argv if not a.startswith(("--ranks=", "--engine="))]
+    loop = json.loads(_flag(argv, "loop", "{}"))  # agent-loop settings over the test's own
+    positional = [a for a in argv if not a.startswith(("--ranks=", "--engine=", "--loop="))]
     model_dir, dataset_dir, out_dir, *extra = positional
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -115,7 +118,8 @@ def main(argv: list[str]) -> int:
     from teamgym.adapters.verl.config import write_agent_loop_yaml
 
     loop_yaml = write_agent_loop_yaml(
-        out / "agent_loop.yaml", max_reply_tokens=24, join_timeout=60, turn_timeout=300
+        out / "agent_loop.yaml",
+        **{"max_reply_tokens": 24, "join_timeout": 60, "turn_timeout": 300, **loop},
     )
     # teamgym's own entry point (`python -m teamgym.adapters.verl.train ...`): compose, validate
     # (teamgym's checks and verl's), ship the agent-loop entry to the workers, main_ppo.main

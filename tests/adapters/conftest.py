@@ -123,26 +123,3 @@ def templated(request, model_dir, tmp_path):
     assert "Alibaba" in tok.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False)
     return copy, tok
 
-
-@pytest.fixture(scope="session")
-def vllm_model_dir(tmp_path_factory) -> Path:
-    """A local model vLLM's CPU build serves (2 heads: head size 32; the default 4 give 16, which
-    its CPU attention refuses), warmed up on signal-v0's random teacher as a user would
-    (``teamgym model init``, ``teamgym train --warmup-steps``): it writes valid replies often
-    enough, chosen at random, that the copies of an episode score differently and GRPO has a
-    signal (an untrained model never names a valid action, so every advantage would be 0)."""
-    import subprocess
-    import sys
-
-    root = tmp_path_factory.mktemp("vllm-model")
-    teamgym = [sys.executable, "-m", "teamgym"]
-    steps = [
-        [*teamgym, "model", "init", "--out", str(root / "init"), "--heads", "2"],
-        [*teamgym, "train", "--model", str(root / "init"), "--out", str(root / "warm"),
-         "--env", "signal-v0", "--env-arg", "num_rounds=2", "--steps", "0",
-         "--warmup-steps", "200", "--warmup-policy", "random", "--eval-episodes", "8", "--quiet"],
-    ]  # fmt: skip
-    for cmd in steps:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, f"{cmd[3:5]}: {proc.stdout[-2000:]}{proc.stderr[-3000:]}"
-    return root / "warm" / "warmup_model"

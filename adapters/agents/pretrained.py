@@ -159,7 +159,8 @@ def import_model(
             path.parent, gguf_file=path.name, dtype=types[dtype]
         )
     tokenizer.eos_token, tokenizer.pad_token = model.eos_token, model.pad_token
-    eos, pad = (int(tokenizer.convert_tokens_to_ids(t)) for t in (model.eos_token, model.pad_token))
+    ids: Any = tokenizer.convert_tokens_to_ids([model.eos_token, model.pad_token])
+    eos, pad = int(ids[0]), int(ids[1])
     lm.config.eos_token_id = lm.generation_config.eos_token_id = eos
     lm.config.pad_token_id = lm.generation_config.pad_token_id = pad
     if not tokenizer.chat_template:

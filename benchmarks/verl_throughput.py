@@ -258,14 +258,15 @@ def _v1_config(cfg: Any) -> Any:
     return plain
 
 
-def _start_ray(gpus: int = 0) -> None:
+def _start_ray(gpus: int = 0, env_vars: Any = None) -> None:
     """A local Ray whose workers set up as ``main_ppo``'s do, one thread each; ``gpus`` logical
-    GPUs for verl's rollout replicas on a CPU host (with the plugin env :func:`use_cpu_host` set)."""
+    GPUs for verl's rollout replicas on a CPU host (with the plugin env :func:`use_cpu_host` set),
+    and the config's own ``env_vars`` (the CPU overlay's vLLM cache size)."""
     import ray
 
     from teamgym.adapters.verl.train import SHIPPED_ENV
 
-    env = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    env = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", **dict(env_vars or {})}
     env.update({k: os.environ[k] for k in SHIPPED_ENV if os.environ.get(k)})
     ray.init(
         num_cpus=8,
@@ -327,7 +328,7 @@ def _run_v1(
         from teamgym.adapters.verl.cpu_host import shm_entries
 
         shm_before = shm_entries()
-    _start_ray(gpus=1 if vllm else 0)
+    _start_ray(1 if vllm else 0, plain.ray_kwargs.ray_init.runtime_env.get("env_vars"))
     try:
         tq.init(plain.transfer_queue)
         if vllm:

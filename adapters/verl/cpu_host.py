@@ -38,6 +38,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import importlib.metadata
+import os
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -320,27 +321,37 @@ def keep_cpu_linear_weights() -> bool:
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs ``hook(module)`` right after a named module is first executed (see :func:`after_import`)."""
+    """Runs ``hook(module)`` right after a named module is first executed (see
+    :func:`after_import`): it asks the finders after it for the module's spec and wraps the
+    loader; a hook is used up only once the module has executed without error."""
 
     def __init__(self) -> None:
         self.hooks: dict[str, list[Callable[[types.ModuleType], Any]]] = {}
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        hooks = self.hooks.pop(name, None)
-        if not hooks:
+        if not self.hooks.get(name):
             return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        later = sys.meta_path[sys.meta_path.index(self) + 1 :] if self in sys.meta_path else []
+        spec = next(
+            (found for f in later if (found := _spec(f, name, path, target)) is not None), None
+        )
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        loader, run = spec.loader, spec.loader.exec_module
+        loader, run, hooks = spec.loader, spec.loader.exec_module, self.hooks
 
         def exec_module(module: types.ModuleType) -> None:
             run(module)
-            for hook in hooks:
+            for hook in hooks.pop(name, []):
                 hook(module)
 
         loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
+
+
+def _spec(finder: Any, name: str, path: Any, target: Any) -> Any:
+    """``finder``'s spec for ``name`` (None from a finder without ``find_spec``)."""
+    find = getattr(finder, "find_spec", None)
+    return None if find is None else find(name, path, target)
 
 
 _AFTER_IMPORT = _AfterImport()
@@ -373,14 +384,41 @@ def shm_entries() -> set[str]:
     return {p.name for p in SHM.iterdir()} if SHM.is_dir() else set()
 
 
+def _shm_in_use() -> set[str]:
+    """The ``/dev/shm`` names a live process has open or mapped (read from ``/proc``)."""
+    used: set[str] = set()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            for fd in (proc / "fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("/dev/shm/"):
+                    used.add(target[len("/dev/shm/") :].split(" ")[0])
+            for line in (proc / "maps").read_text().splitlines():
+                if "/dev/shm/" in line:
+                    used.add(line.split("/dev/shm/", 1)[1].split(" ")[0])
+        except OSError:  # the process ended, or is not ours to read
+            continue
+    return used
+
+
 def remove_shm_leftovers(before: set[str]) -> list[str]:
     """Remove the vLLM leftovers that appeared in ``/dev/shm`` since ``before`` (a run's own:
-    older entries are another program's); returns their names."""
-    removed = []
-    for name in sorted(shm_entries() - before):
-        if name.startswith(SHM_LEFTOVERS):
-            (SHM / name).unlink(missing_ok=True)
-            removed.append(name)
+    older entries are another program's), owned by this user and held by no live process;
+    returns their names. Never raises: a name it cannot remove stays."""
+    removed: list[str] = []
+    candidates = sorted(n for n in shm_entries() - before if n.startswith(SHM_LEFTOVERS))
+    if not candidates:
+        return removed
+    in_use = _shm_in_use()
+    for name in candidates:
+        path = SHM / name
+        try:
+            if name in in_use or path.stat().st_uid != os.getuid():
+                continue
+            path.unlink()
+        except OSError:
+            continue
+        removed.append(name)
     return removed
 
 

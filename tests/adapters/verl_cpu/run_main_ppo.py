@@ -26,11 +26,12 @@ SWITCHES = ("TEAMGYM_CPU_ROLLOUT_CRASH_STEP", "TEAMGYM_VLLM_SKIP_SYNC")
 def plugin_env(out_dir: Path) -> dict[str, str]:
     """Environment for the driver and every Ray worker."""
     path = os.pathsep.join(p for p in [str(HERE), os.environ.get("PYTHONPATH", "")] if p)
-    from teamgym.adapters.verl.cpu_host import PLUGIN_ENV
-
+    # cpu_host.PLUGIN_ENV's values, written out: importing cpu_host here would import verl
+    # before VERL_USE_EXTERNAL_MODULES is set, and verl would then load no plugin in this process
     return {
-        **PLUGIN_ENV,
         "VERL_USE_EXTERNAL_MODULES": PLUGIN,  # which imports cpu_host
+        "VERL_PLATFORM": "cpu",
+        "VERL_ENGINE_DEVICE": "cuda",  # verl registers its FSDP engines for cuda/npu only
         "PYTHONPATH": path,
         "VERL_FILE_LOGGER_PATH": str(out_dir / "metrics.jsonl"),
         "TEAMGYM_VLLM_LOG": str(out_dir / "vllm_requests.jsonl"),
@@ -109,6 +110,14 @@ def main(argv: list[str]) -> int:
     from teamgym.adapters.verl import train
 
     assert PLUGIN in sys.modules, "verl did not load the CPU plugin"
+    from teamgym.adapters.verl.cpu_host import PLUGIN_ENV
+
+    drift = {
+        k: (v, env[k])
+        for k, v in PLUGIN_ENV.items()
+        if k in env and k != "VERL_USE_EXTERNAL_MODULES" and env[k] != v
+    }
+    assert not drift, f"plugin_env disagrees with cpu_host.PLUGIN_ENV: {drift}"
 
     from teamgym.adapters.verl.config import write_agent_loop_yaml
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -108,11 +109,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    """teamgym's own warnings as one ``warning:`` line on stderr (they say what to do; the
+    source line Python adds says nothing to a user); other packages' warnings as Python shows
+    them."""
+    if category.__module__.split(".")[0] == "teamgym":
+        print(f"warning: {message}", file=sys.stderr if file is None else file)
+    else:
+        _python_show_warning(message, category, filename, lineno, file, line)
+
+
+_python_show_warning = warnings.showwarning
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``teamgym`` command: bad input is an ``error:`` line and status 2, a
-    missing extra says what to install, anything else is a bug and shows its traceback."""
+    missing extra says what to install, teamgym's warnings are ``warning:`` lines on stderr,
+    anything else is a bug and shows its traceback."""
     args = build_parser().parse_args(argv)
     console = make_console()
+    shown, warnings.showwarning = warnings.showwarning, _show_warning
     try:
         return args.run(args, console)
     except ImportError as exc:
@@ -128,6 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         return 2
+    finally:
+        warnings.showwarning = shown
 
 
 if __name__ == "__main__":

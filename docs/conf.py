@@ -15,6 +15,8 @@ import teamgym
 
 project = "teamgym"
 release = teamgym.__version__
+# The footer reads "Copyright ©" and nothing when this is unset (issue 39).
+copyright = "2026, the teamgym developers; MIT license"
 extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "teamgym_docs"]
 source_suffix = {".md": "markdown"}
 exclude_patterns = ["_build"]

@@ -28,6 +28,8 @@ def test_the_docs_build_with_warnings_as_errors(tmp_path: Path) -> None:
     foraging = (tmp_path / "envs" / "foraging.html").read_text()
     assert "30955558b078d2be" in foraging  # the random baseline's fingerprint, as in the README
     assert "max_agent_level" in foraging and "You are robot_0" in foraging
+    footer = re.search(r'<div class="copyright">(.*?)</div>', foraging, re.S)
+    assert footer and "teamgym developers" in footer.group(1), "the footer names no holder"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO / "docs")))

@@ -42,9 +42,11 @@ RUN_EPILOG = (
 
 
 class Live:
-    """The progress of a run and its live figures (this session's episodes): a bar on a
-    terminal; elsewhere (a CI log, a pipe) a plain line every :attr:`EVERY_S` seconds or
-    :attr:`LINES` times a run, whichever comes first."""
+    """The progress of a run (this session's episodes), on stderr so that a redirected stdout
+    holds the results table alone: a bar on a terminal; elsewhere (a CI log, a pipe) a plain
+    line every :attr:`EVERY_S` seconds or :attr:`LINES` times a run, whichever comes first.
+    The line counts finished and errored episodes; success rates are per env and agent, so they
+    are the table's, not a run-wide average's."""
 
     EVERY_S = 10.0
     """Seconds between plain progress lines at most (checked as episodes finish)."""
@@ -53,7 +55,8 @@ class Live:
 
     def __init__(self, console: Console, name: str, total: int, quiet: bool, export: Any) -> None:
         self.console, self.export, self.name = console, export, name
-        self.plain = not quiet and not console.is_terminal
+        self.err = Console(stderr=True, width=console.width, emoji=False)
+        self.plain = not quiet and not self.err.is_terminal
         self.tally = {"ok": 0, "success": 0, "errored": 0}
         self.done, self.total, self.todo = 0, total, total
         self.start = self.last = time.monotonic()
@@ -64,7 +67,7 @@ class Live:
             TextColumn("{task.fields[live]}"),
             TimeElapsedColumn(),
             TimeRemainingColumn(),
-            console=console,
+            console=self.err,
             transient=True,
             disable=quiet or self.plain,
         )
@@ -86,7 +89,7 @@ class Live:
             )
 
     def finished(self, result: dict) -> None:
-        """One more episode: advance, show the success rate so far, export the gauges."""
+        """One more episode: advance, count it, export the gauges."""
         t = self.tally
         if result["status"] == "ok":
             t["ok"] += 1
@@ -94,11 +97,11 @@ class Live:
         else:
             t["errored"] += 1
         rate = t["success"] / t["ok"] if t["ok"] else 0.0
-        errored = f", {t['errored']} errored" if t["errored"] else ""
-        self.progress.update(self.task, advance=1, live=f"success {rate:.0%}{errored}")
+        errored = f"{t['errored']} errored" if t["errored"] else ""
+        self.progress.update(self.task, advance=1, live=errored)
         self.done += 1
         if self.plain:
-            self._line(f"success {rate:.0%}{errored}")
+            self._line(errored)
         self.export({**(result["metrics"] or {}), "success": rate})
 
     def _line(self, live: str) -> None:
@@ -109,8 +112,9 @@ class Live:
             return
         self.last = now
         speed = played / max(now - self.start, 1e-6)
-        self.console.print(
-            f"{self.name}: {self.done}/{self.total} episodes, {speed:.1f} episodes/s, {live}",
+        self.err.print(
+            f"{self.name}: {self.done}/{self.total} episodes, {speed:.1f} episodes/s"
+            + (f", {live}" if live else ""),
             markup=False,
         )
 

@@ -192,10 +192,27 @@ def test_a_failed_model_init_leaves_nothing(tmp_path: Path, capsys, monkeypatch)
 
 
 def test_progress_lines_when_not_a_terminal(tmp_path: Path, capsys) -> None:
+    """Issue 39: progress goes to stderr (a redirected stdout holds the table alone) and has
+    no run-wide success rate (it averaged every env and agent together)."""
     argv = ["bench", "run", "smoke", "--env", "signal-v1", "--episodes", "2"]
     assert cli.main([*argv, "--out", str(tmp_path / "a")]) == 0
-    lines = [x for x in capsys.readouterr().out.splitlines() if "episodes/s" in x]
+    said = capsys.readouterr()
+    lines = [x for x in said.err.splitlines() if "episodes/s" in x]
     assert len(lines) >= 2 and lines[-1].startswith("smoke: 8/8 episodes, "), lines
-    assert "success" in lines[-1]
+    assert not any("success" in x for x in lines), lines
+    assert "episodes/s" not in said.out and "signal-v1" in said.out  # the table, alone
     assert cli.main([*argv, "--out", str(tmp_path / "b"), "--quiet"]) == 0
-    assert "episodes/s" not in capsys.readouterr().out
+    said = capsys.readouterr()
+    assert "episodes/s" not in said.out + said.err
+
+
+def test_teamgym_warnings_are_one_line_without_python_source(tmp_path: Path, capsys) -> None:
+    """Issue 39: ``--agent openai:gpt-4o`` (no URL) printed Python's ``file:line: Category:``
+    header and source line before the clean error; now one ``warning:`` line on stderr."""
+    argv = ["bench", "run", "smoke", "--env", "signal-v1", "--episodes", "1"]
+    assert cli.main([*argv, "--agent", "openai:gpt-4o", "--out", str(tmp_path / "r")]) == 2
+    said = capsys.readouterr()
+    [warning] = [x for x in said.err.splitlines() if x.strip()]
+    assert warning.startswith("warning: openai:gpt-4o names no server"), said.err
+    assert "DefaultURLWarning" not in said.err and "kinds.py" not in said.err
+    assert "no LLM server answers" in said.out

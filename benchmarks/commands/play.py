@@ -3,7 +3,10 @@
 The person sees what the agent would see (its instructions once, then each turn its
 observation and numbered valid actions) and types a reply (see :mod:`teamgym.benchmarks.human`);
 after each step come the feedback and the rewards, at the end the episode's metrics and
-whether the team succeeded. ``q``, end of input or Ctrl-C quit cleanly.
+whether the team succeeded. A turn whose only valid action is ``wait`` (a listener while the
+speaker talks, a Hanabi player on a teammate's turn) is shown and played for the person
+(``--ask-on-wait`` asks anyway, e.g. to send a message while waiting). ``q``, end of input or
+Ctrl-C quit cleanly.
 """
 
 from __future__ import annotations
@@ -50,6 +53,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "else random)",
     )
     p.add_argument("--seed", type=non_negative_int, default=0, metavar="N", help="episode seed")
+    p.add_argument(
+        "--ask-on-wait",
+        action="store_true",
+        help="ask on turns where 'wait' is the only valid action too (default: wait for you, "
+        "so you type on your own turns only)",
+    )
     add_env_arg(p)
     return p
 
@@ -93,8 +102,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
             if me in env.agents:
                 console.print(Rule(f"step {tracker.length}"))
                 say(obs[me])
-                replies[me] = _ask(console, me, list(last_info[me]["valid_actions"]))
-                say(f"sent: {replies[me]}")
+                valid = list(last_info[me]["valid_actions"])
+                if valid == ["wait"] and not args.ask_on_wait:
+                    replies[me] = "<action>wait</action>"
+                    say(f"'wait' is your only move: sent: {replies[me]}")
+                else:
+                    replies[me] = _ask(console, me, valid)
+                    say(f"sent: {replies[me]}")
             elif not done_said:
                 say("Your part is over; your teammates play on.")
                 done_said = True

@@ -83,9 +83,10 @@ class Terminal:
         return os.waitstatus_to_exitcode(status), self.screen[start:]
 
 
-def _expert_moves(agent: str, seed: int) -> list[str]:
+def _expert_moves(agent: str, seed: int, ask_on_wait: bool = False) -> list[str]:
     """What a person types to play ``agent`` of signal-v1 (2 agents) like the expert: 'say:
-    WORDS' to speak, a pick by its number, a lone action by name."""
+    WORDS' to speak, a pick by its number, a lone action by name; nothing on a turn whose only
+    action is ``wait`` (``play`` sends it), unless ``ask_on_wait``."""
     env = make("signal-v1")
     obs, infos = env.reset(seed=seed)
     expert, moves = SignalExpert(), []
@@ -96,7 +97,7 @@ def _expert_moves(agent: str, seed: int) -> list[str]:
             moves.append(f"say: {parsed.message}")
         elif len(valid) > 1:
             moves.append(str(valid.index(parsed.action) + 1))
-        else:
+        elif ask_on_wait or list(valid) != ["wait"]:
             moves.append(parsed.action)
         obs, _, _, _, infos = env.step(replies)
     return moves
@@ -105,38 +106,36 @@ def _expert_moves(agent: str, seed: int) -> list[str]:
 def test_a_person_listens_then_speaks_and_the_team_succeeds() -> None:
     """robot_1 listens in round 1 and speaks in round 2, the expert plays robot_0: typing what
     the expert would do wins, and the screen shows every part of the game."""
-    moves = _expert_moves("robot_1", seed=0)
-    assert len(moves) == 4 and moves[2].startswith("say: "), moves
+    assert _expert_moves("robot_1", seed=0, ask_on_wait=True)[::3] == ["wait", "wait"]
+    moves = _expert_moves("robot_1", seed=0)  # the two waits are played for the person
+    assert len(moves) == 2 and moves[1].startswith("say: "), moves
     term = Terminal("play", "signal-v1", "--agent", "robot_1", "--seed", "0")
 
-    first = term.read_until("robot_1> ")
-    assert "You play robot_1 in signal-v1 (seed 0); robot_0 played by the expert baseline" in first
-    assert "You are robot_1 in a team of 2 playing a referential game" in first  # instructions
-    assert "Round 1/2. robot_0 is the speaker. Your objects:\n1. " in first  # the observation
-    assert "choose: 1) wait" in first
-
-    term.type(f"{moves[0]}\n")  # "wait", by name
     pick = term.read_until("robot_1> ")
-    assert f"sent: <action>{moves[0]}</action>" in pick
+    assert "You play robot_1 in signal-v1 (seed 0); robot_0 played by the expert baseline" in pick
+    assert "You are robot_1 in a team of 2 playing a referential game" in pick  # instructions
+    assert "Round 1/2. robot_0 is the speaker. Your objects:\n1. " in pick  # the observation
+    assert "'wait' is your only move: sent: <action>wait</action>" in pick
+    assert "choose: 1) wait" not in pick
     assert "Step 1/4. You received a message from robot_0." in pick
     assert re.search(r"Messages:\n- robot_0: \w+", pick), pick
     assert "choose: 1) pick 1  2) pick 2  3) pick 3  4) pick 4" in pick
 
     term.type("9\n")  # not in the list: a hint, and the same turn again
     assert "9 is not a number from the list" in term.read_until("robot_1> ")
-    term.type(f"{moves[1]}\n")
+    term.type(f"{moves[0]}\n")
     speak = term.read_until("robot_1> ")
-    assert f"sent: <action>pick {moves[1]}</action>" in speak
+    assert f"sent: <action>pick {moves[0]}</action>" in speak
     assert "reward: +1.00 (team this step: +2.00)" in speak
     assert "Correct: the target was the" in speak and "You are the speaker. Objects:" in speak
 
-    term.type(f"{moves[2]}\n")
-    words = moves[2].removeprefix("say: ")
-    assert f"sent: <say>{words}</say><action>say</action>" in term.read_until("robot_1> ")
-    term.type(f"{moves[3]}\n")
+    term.type(f"{moves[1]}\n")
     status, end = term.finish()
+    words = moves[1].removeprefix("say: ")
 
     assert status == 0, end
+    assert f"sent: <say>{words}</say><action>say</action>" in end
+    assert "'wait' is your only move: sent: <action>wait</action>" in end  # the pick phase
     assert "feedback: Picks: robot_0 right." in end
     assert re.search(r"success\s*│\s*yes", end) and re.search(r"score\s*│\s*1\.000", end), end
     assert re.search(r"your return \(robot_1\)\s*│\s*2\.000", end), end
@@ -168,6 +167,22 @@ def test_play_in_a_pipe_as_the_speaker() -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "You are the speaker. Objects:" in proc.stdout
+    assert "The team succeeded." in proc.stdout
+
+
+def test_ask_on_wait_asks_on_every_turn() -> None:
+    """``--ask-on-wait``: the person types the waits too (to send a message while waiting)."""
+    moves = _expert_moves("robot_0", seed=3, ask_on_wait=True)
+    assert "wait" in moves and len(moves) > len(_expert_moves("robot_0", seed=3)), moves
+    proc = subprocess.run(
+        [sys.executable, "-m", "teamgym", "play", "signal-v1", "--seed", "3", "--ask-on-wait"],
+        input="\n".join(moves) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "choose: 1) wait" in proc.stdout and "is your only move" not in proc.stdout
     assert "The team succeeded." in proc.stdout
 
 

@@ -2,7 +2,9 @@
 
 A line is a full reply (anything with a ``<`` tag, sent as it is), or a short form:
 an action by name or by its number in the valid-actions list, optionally followed by
-``say: WORDS`` to send a message too. ``say: WORDS`` alone means the ``say`` action when it is
+``say: WORDS`` to send a message too. Where actions hold numbers that are not their place in
+the list (Hanabi's ``play 1`` is 6th), a bare number would misfire, so the list is not numbered
+and actions are typed by name (:func:`numbered`). ``say: WORDS`` alone means the ``say`` action when it is
 valid (or the only valid action when there is one).
 
 >>> typed_reply("2", ["say", "pass"])
@@ -11,6 +13,8 @@ valid (or the only valid action when there is one).
 '<say>small blue</say><action>say</action>'
 >>> typed_reply("Pick 3 say: thanks", ["pick 1", "pick 2", "pick 3"])
 '<say>thanks</say><action>pick 3</action>'
+>>> typed_reply("play 1", ["discard 1", "play 1"])
+'<action>play 1</action>'
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections.abc import Sequence
 
 from teamgym.envs.parsing import normalize_action
 
-__all__ = ["HOW_TO_REPLY", "typed_reply"]
+__all__ = ["HOW_TO_REPLY", "choices", "numbered", "typed_reply"]
 
 #: The short help shown before the first turn and on ``?``.
 HOW_TO_REPLY = (
@@ -30,6 +34,21 @@ HOW_TO_REPLY = (
 )
 
 _SAY = re.compile(r"\bsay:", re.IGNORECASE)
+_NUMBER = re.compile(r"\b\d+\b")
+
+
+def numbered(valid: Sequence[str]) -> bool:
+    """Whether the valid actions may be chosen by number: every number an action holds is its
+    own place in the list (``pick 3`` third), so typing ``3`` cannot mean another action."""
+    return all(int(n) == i for i, a in enumerate(valid, 1) for n in _NUMBER.findall(a))
+
+
+def choices(valid: Sequence[str]) -> str:
+    """The valid actions as the person is shown them: ``1) a  2) b`` when :func:`numbered`,
+    else ``a | b`` (typed by name)."""
+    if numbered(valid):
+        return "  ".join(f"{i}) {a}" for i, a in enumerate(valid, 1))
+    return " | ".join(valid)
 
 
 def typed_reply(line: str, valid: Sequence[str]) -> str:
@@ -48,24 +67,29 @@ def typed_reply(line: str, valid: Sequence[str]) -> str:
 def _action(head: str, words: str, valid: Sequence[str]) -> str:
     """The valid action ``head`` names (a number or a name); with no head, the one ``say: WORDS``
     implies."""
-    choices = ", ".join(f"{i}) {a}" for i, a in enumerate(valid, 1))
+    listed = choices(valid)
     if not head:
         if not words:
-            raise ValueError(f"type an action: {choices}")
+            raise ValueError(f"type an action: {listed}")
         if "say" in valid:
             return "say"
         if len(valid) == 1:
             return valid[0]
-        raise ValueError(f"also name the action to take with the message: {choices}")
+        raise ValueError(f"also name the action to take with the message: {listed}")
     if head.isdigit():
+        if not numbered(valid):
+            raise ValueError(
+                f"type the action by name: numbers here are part of actions, e.g. "
+                f"'{next(a for a in valid if _NUMBER.search(a))}': {listed}"
+            )
         if 1 <= int(head) <= len(valid):
             return valid[int(head) - 1]
-        raise ValueError(f"{head} is not a number from the list: {choices}")
+        raise ValueError(f"{head} is not a number from the list: {listed}")
     wanted = normalize_action(head)
     match = next((a for a in valid if normalize_action(a) == wanted), None)
     if match is None:
         raise ValueError(
-            f"{head!r} is not a valid action now: {choices} "
+            f"{head!r} is not a valid action now: {listed} "
             "(type a full reply, e.g. <action>...</action>, to send it anyway)"
         )
     return match

@@ -26,7 +26,7 @@ from teamgym.benchmarks.commands.common import (
     env_kwargs,
     non_negative_int,
 )
-from teamgym.benchmarks.human import HOW_TO_REPLY, typed_reply
+from teamgym.benchmarks.human import HOW_TO_REPLY, choices, typed_reply
 from teamgym.envs.metrics import EpisodeMetrics
 
 NAME = "play"
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
 def _ask(console: Console, me: str, valid: list[str]) -> str:
     """Prompt until the person types a usable reply; :class:`_Quit` when they stop."""
     console.print(
-        "choose: " + "  ".join(f"{i}) {a}" for i, a in enumerate(valid, 1)),
+        "choose: " + choices(valid),
         markup=False,
         highlight=False,
         soft_wrap=True,

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from teamgym.benchmarks.human import typed_reply
+from teamgym.benchmarks.human import choices, numbered, typed_reply
 from teamgym.envs import make
 from teamgym.envs.parsing import parse_reply
 from teamgym.envs.signal.baselines import SignalExpert
@@ -218,8 +218,28 @@ def test_typed_reply_short_forms_and_mistakes() -> None:
     for line, error in [
         ("", "type an action"),
         ("0", "0 is not a number from the list"),
-        ("dance", "'dance' is not a valid action now: 1) north, 2) south"),
+        ("dance", "'dance' is not a valid action now: 1) north  2) south"),
         ("say: hi", "also name the action"),
     ]:
         with pytest.raises(ValueError, match=re.escape(error)):
             typed_reply(line, valid)
+
+
+def test_hanabi_actions_are_typed_by_name_not_by_a_number_that_misfires() -> None:
+    """Issue 39: in hanabi-v0 choice ``1`` was ``discard 1`` and ``play 1`` was ``6``; where an
+    action's number is not its place in the list, the list is not numbered and ``1`` is refused
+    with what to type instead."""
+    env = make("hanabi-v0")
+    env.reset(seed=0)
+    env.step({"robot_0": "<action>hint robot_1 red</action>", "robot_1": "<action>wait</action>"})
+    _, _, _, _, infos = env.step(
+        {"robot_0": "<action>wait</action>", "robot_1": "<action>hint robot_0 red</action>"}
+    )
+    valid = list(infos["robot_0"]["valid_actions"])  # a hint token spent: discards are legal
+    assert valid.index("play 1") == 5 and "hint robot_1 1" in valid, valid
+    assert not numbered(valid) and "1)" not in choices(valid) and "play 1 | " in choices(valid)
+    assert typed_reply("play 1", valid) == "<action>play 1</action>"
+    with pytest.raises(ValueError, match="type the action by name"):
+        typed_reply("1", valid)
+    assert numbered(["pick 1", "pick 2", "wait"]) and numbered(["north", "wait"])
+    assert not numbered(["wait", "pick 1"])  # 'pick 1' is second: '1' would mean 'wait'

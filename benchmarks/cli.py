@@ -19,9 +19,10 @@ Each command is a module of :mod:`teamgym.benchmarks.commands` (``add_parser`` +
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.markup import escape
@@ -116,17 +117,16 @@ def _show_warning(
     lineno: int,
     file: Any = None,
     line: str | None = None,
+    *,
+    others: Callable[..., None],
 ) -> None:
     """teamgym's own warnings as one ``warning:`` line on stderr (they say what to do; the
-    source line Python adds says nothing to a user); other packages' warnings as Python shows
-    them."""
+    source line Python adds says nothing to a user); other packages' warnings to ``others``,
+    the handler that was in place."""
     if category.__module__.split(".")[0] == "teamgym":
         print(f"warning: {message}", file=sys.stderr if file is None else file)
     else:
-        _python_show_warning(message, category, filename, lineno, file, line)
-
-
-_python_show_warning = warnings.showwarning
+        others(message, category, filename, lineno, file, line)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -135,7 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     anything else is a bug and shows its traceback."""
     args = build_parser().parse_args(argv)
     console = make_console()
-    shown, warnings.showwarning = warnings.showwarning, _show_warning
+    shown = warnings.showwarning
+    warnings.showwarning = functools.partial(_show_warning, others=shown)
     try:
         return args.run(args, console)
     except ImportError as exc:

@@ -2,10 +2,10 @@
 
 A line is a full reply (anything with a ``<`` tag, sent as it is), or a short form:
 an action by name or by its number in the valid-actions list, optionally followed by
-``say: WORDS`` to send a message too. Where actions hold numbers that are not their place in
-the list (Hanabi's ``play 1`` is 6th), a bare number would misfire, so the list is not numbered
-and actions are typed by name (:func:`numbered`). ``say: WORDS`` alone means the ``say`` action when it is
-valid (or the only valid action when there is one).
+``say: WORDS`` to send a message too. ``say: WORDS`` alone means the ``say`` action when it is
+valid (or the only valid action when there is one). Where actions hold numbers that are not
+their place in the list (Hanabi's ``play 1`` is 6th), a bare number would misfire, so the list
+is not numbered and actions are typed by name (:func:`numbered`).
 
 >>> typed_reply("2", ["say", "pass"])
 '<action>pass</action>'

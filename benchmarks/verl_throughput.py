@@ -14,8 +14,8 @@ and (c) ``vllm``: verl's own vLLM rollout server (its CPU build, ``teamgym[vllm-
 started by verl's ``LLMServerManager`` as a standalone replica serving the local model, so the
 adapter's share of a real rollout shows beside the engine's.
 ``cpu_ms_per_agent_turn`` is the CPU time, during the batch, of the processes that run the
-rollout, over the agent-turns played: for v1 every process this one started (the worker actor,
-TransferQueue, Ray's daemons), not this one, which stands in for the trainer polling the replay
+rollout (read by :mod:`teamgym.benchmarks.process_cpu`), over the agent-turns played: for v1
+every process this one started (the worker actor, TransferQueue, Ray's daemons), not this one, which stands in for the trainer polling the replay
 buffer; for the legacy worker, this process and its children. It is the adapter's cost beside
 the model's, VERL's agent-loop worker included (the double's own share, a baseline policy and
 the tokenisation of its reply, is in it too). Figures, not a timed test.
@@ -28,12 +28,13 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
+
+from teamgym.benchmarks.process_cpu import timed
 
 __all__ = ["ThroughputResult", "measure_throughput"]
 
@@ -69,35 +70,6 @@ class ThroughputResult:
     idle_cpu_ms_per_agent_turn: float = 0.0
     """What the same processes burn idle over the batch's wall time (their rate in the second
     before it), per agent-turn: polling that would run without any rollout."""
-
-
-def _cpu_seconds(include_self: bool = True, worker_pid: int | None = None) -> dict[str, float]:
-    """User + system CPU of every live process this one started (Ray's workers and daemons,
-    TransferQueue), and of this process itself with ``include_self``, by role: ``worker`` (the
-    process at ``worker_pid``: the agent-loop worker, our loop inside it), else the process
-    title (``ray::SimpleStorageUnit``) or program name (``raylet``)."""
-    import psutil
-
-    me = psutil.Process()
-    totals: dict[str, float] = {}
-    for proc in ([me] if include_self else []) + me.children(recursive=True):
-        try:
-            times = proc.cpu_times()
-            role = "worker" if proc.pid == worker_pid else _role(proc)
-        except psutil.Error:  # ended meanwhile
-            continue
-        totals[role] = totals.get(role, 0.0) + times.user + times.system
-    return totals
-
-
-def _role(proc: Any) -> str:
-    """A process's title as Ray sets it (``ray::TransferQueueController``), else its program."""
-    cmdline = proc.cmdline()
-    first = cmdline[0] if cmdline else proc.name()
-    if first.startswith("ray::"):
-        return first.split(".")[0]
-    scripts = [Path(a).name for a in cmdline[1:3] if a.endswith(".py")]
-    return scripts[0] if scripts else Path(first).name
 
 
 def _batch(cfg: Any, dataset_dir: Path, tokenizer: Any, n: int) -> Any:
@@ -204,25 +176,6 @@ class _Measured:
     in_flight: int | None
 
 
-def _timed(
-    fn: Callable[[], Any], include_self: bool = True, worker_pid: int | None = None
-) -> tuple[Any, float, dict[str, float], dict[str, float]]:
-    """Run ``fn`` after a second of idling: its result, wall seconds, CPU seconds by process
-    role (see :func:`_cpu_seconds`) and, by role, the CPU per second burnt in the idle second."""
-
-    def cpu() -> dict[str, float]:
-        return _cpu_seconds(include_self, worker_pid)
-
-    before = cpu()
-    time.sleep(1.0)
-    start_cpu, start = cpu(), time.perf_counter()
-    idle = {role: start_cpu.get(role, 0.0) - v for role, v in before.items()}
-    out = fn()
-    seconds, end_cpu = time.perf_counter() - start, cpu()
-    used = {role: v - start_cpu.get(role, 0.0) for role, v in end_cpu.items()}
-    return out, seconds, used, idle
-
-
 def _run_legacy(
     cfg: Any, data: Path, tokenizer: Any, server: Any, n: int, stock: bool = False
 ) -> _Measured:
@@ -241,7 +194,7 @@ def _run_legacy(
         server.max_in_flight = 0
     batch = _batch(cfg, data, tokenizer, n)
     run = lambda: asyncio.run(worker.generate_sequences(batch))  # noqa: E731
-    out, seconds, cpu, idle = _timed(run, worker_pid=os.getpid())
+    out, seconds, cpu, idle = timed(run, worker_pid=os.getpid())
     prompt_len = out.batch["prompts"].shape[1]
     tokens = int(out.batch["attention_mask"][:, prompt_len:].sum())
     return _Measured(len(out), tokens, seconds, cpu, idle, getattr(server, "max_in_flight", None))
@@ -361,7 +314,7 @@ def _run_v1(
         time.sleep(1.0)  # let processes started for the warm-up go idle
         pid = ray.get(worker.__ray_call__.remote(lambda self: os.getpid()))
         # the worker's side only: this process stands in for the trainer (polling the buffer)
-        meta, seconds, cpu, idle = _timed(lambda: rollout(2), include_self=False, worker_pid=pid)
+        meta, seconds, cpu, idle = timed(lambda: rollout(2), include_self=False, worker_pid=pid)
         tokens = sum(int(tag["response_len"]) for tag in meta.tags)
         return _Measured(len(meta.keys), tokens, seconds, cpu, idle, None)
     finally:

@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.rule import Rule
 from rich.table import Table
 
+from teamgym.adapters.agents.chat import forced_reply
 from teamgym.benchmarks.commands.common import (
     CommandError,
     add_env_arg,
@@ -103,9 +104,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 console.print(Rule(f"step {tracker.length}"))
                 say(obs[me])
                 valid = list(last_info[me]["valid_actions"])
-                if valid == ["wait"] and not args.ask_on_wait:
-                    replies[me] = "<action>wait</action>"
-                    say(f"'wait' is your only move: sent: {replies[me]}")
+                waits = valid == ["wait"] and not args.ask_on_wait
+                forced = forced_reply(valid) if waits else None
+                if forced is not None:
+                    replies[me] = forced
+                    say(f"'wait' is your only move: sent: {forced}")
                 else:
                     replies[me] = _ask(console, me, valid)
                     say(f"sent: {replies[me]}")

@@ -23,6 +23,7 @@ from rich.progress import (
 from rich.table import Table
 
 from teamgym.benchmarks.commands.common import CommandError, bad_input, port, positive_int
+from teamgym.benchmarks.commands.tables import console as make_console
 from teamgym.benchmarks.results import CorruptRunError
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ class Live:
 
     def __init__(self, console: Console, name: str, total: int, quiet: bool, export: Any) -> None:
         self.console, self.export, self.name = console, export, name
-        self.err = Console(stderr=True, width=console.width, emoji=False)
+        self.err = make_console(stderr=True)
         self.plain = not quiet and not self.err.is_terminal
         self.tally = {"ok": 0, "success": 0, "errored": 0}
         self.done, self.total, self.todo = 0, total, total

@@ -21,9 +21,11 @@ __all__ = [
 ]
 
 
-def console() -> Console:
-    """The terminal's width on a terminal; 150 columns in a pipe or file, so logs keep rows whole."""
-    return Console(width=None if sys.stdout.isatty() else 150, emoji=False)
+def console(stderr: bool = False) -> Console:
+    """A console on stdout (``stderr``: on stderr) at the terminal's width on a terminal; 150
+    columns in a pipe or file, so logs keep rows whole."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, width=None if stream.isatty() else 150, emoji=False)
 
 
 def _fmt(value: float | None, pct: bool = False) -> str:

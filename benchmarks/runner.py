@@ -147,11 +147,13 @@ def run_suite(
     concurrency: int = 1,
     ray_address: str | None = None,
     save_observations: bool = False,
+    write_trajectories: bool = True,
     on_result: Callable[[dict], None] | None = None,
     on_plan: Callable[[RunProgress], None] | None = None,
 ) -> Path:
     """Play every episode of ``suite`` not yet ``ok`` in ``run_dir`` and append the results
-    (``ray_address``: ``"local"`` starts a local Ray instance, else a cluster address);
+    (``ray_address``: ``"local"`` starts a local Ray instance, else a cluster address;
+    ``write_trajectories=False`` keeps only the results, each with its trajectory's hash);
     returns the run directory."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -163,7 +165,8 @@ def run_suite(
         results, trajectories = JsonLines(run_dir / RESULTS), JsonLines(run_dir / TRAJECTORIES)
 
         def done(result: dict, trajectory: dict) -> None:
-            trajectories.append(trajectory)  # before the result: a result implies its trajectory
+            if write_trajectories:  # before the result: a result implies its trajectory
+                trajectories.append(trajectory)
             results.append(result)
             if on_result is not None:
                 on_result(result)

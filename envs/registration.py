@@ -192,12 +192,32 @@ def spec(id: str) -> EnvSpec:
         return _REGISTRY[id]
     except KeyError:
         pass
-    close = difflib.get_close_matches(id, list(_REGISTRY), n=3, cutoff=0.5)
+    close = _close_ids(id, list(_REGISTRY))
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     raise KeyError(
         f"unknown environment id {id!r}.{hint} Registered: {', '.join(sorted(_REGISTRY)) or 'none'}. "
         "See teamgym.envs.registry() or `teamgym envs`."
     ) from None
+
+
+def _close_ids(id: str, known: list[str]) -> list[str]:
+    """Registered ids whose name (the part before ``-vN``) is close to ``id``'s: a typo or a
+    wrong version, never an unrelated env (``nosuch-v0`` offers nothing)."""
+
+    def parts(env_id: str) -> tuple[str, str]:
+        name, sep, version = env_id.rpartition("-v")
+        return (name, version) if sep and version.isdigit() else (env_id, "")
+
+    name, version = parts(id)
+    by_name: dict[str, list[str]] = {}
+    for k in sorted(known):
+        by_name.setdefault(parts(k)[0], []).append(k)
+    out: list[str] = []
+    for close in difflib.get_close_matches(name, list(by_name), n=3, cutoff=0.7):
+        ids = by_name[close]
+        same = [k for k in ids if parts(k)[1] == version and version]
+        out += same or ids
+    return out
 
 
 def registry() -> dict[str, str]:

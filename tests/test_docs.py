@@ -39,3 +39,19 @@ def test_python_examples_run(page: Path, run_python) -> None:
         if "MyEnv" in block or "mypkg" in block:
             continue  # placeholders for the reader's own code
         run_python(block, cwd=REPO)
+
+
+def test_the_commands_shown_write_only_where_git_ignores() -> None:
+    """Every ``--out``/``--json`` path a shown command writes, relative to the clone, is one git
+    ignores (issue 39: ``--json paired.json`` left an untracked file in the repository root)."""
+    shown: set[str] = set()
+    for page in [*PAGES, REPO / "README.md"]:
+        for block in re.findall(r"```(?:bash|console|sh)\n(.*?)```", page.read_text(), re.DOTALL):
+            shown |= set(re.findall(r"--(?:out|json) ([^\s`]+)", block))
+    relative = sorted(p for p in shown if not p.startswith(("/", "~", "$")) and not p.isupper())
+    assert "runs/paired.json" in relative, relative  # the pages still show the commands checked
+    proc = subprocess.run(
+        ["git", "check-ignore", "--no-index", *relative], cwd=REPO, capture_output=True, text=True
+    )
+    ignored = set(proc.stdout.split())
+    assert not set(relative) - ignored, f"not ignored by git: {sorted(set(relative) - ignored)}"

@@ -135,6 +135,12 @@ def add_play_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--save-observations", action="store_true", help="keep observations in trajectories.jsonl"
     )
+    p.add_argument(
+        "--no-trajectories",
+        action="store_true",
+        help="write no trajectories.jsonl (every reply, reward and event: ~34 MB for the smoke "
+        "suite); results.jsonl keeps each episode's trajectory hash",
+    )
     p.add_argument("--metrics-port", type=port, help="serve Prometheus gauges on this port")
     p.add_argument(
         "--quiet",
@@ -194,6 +200,7 @@ def play_suite(suite: Suite, args: argparse.Namespace, console: Console) -> int:
                 concurrency=args.concurrency,
                 ray_address=args.ray,
                 save_observations=args.save_observations,
+                write_trajectories=not args.no_trajectories,
                 on_result=live.finished,
                 on_plan=lambda todo: live.planned(todo, run_dir),
             )

@@ -237,6 +237,21 @@ def test_bench_run_cli_writes_report_and_plots(tmp_path: Path) -> None:
     assert again.returncode == 0 and "signal-v1" in again.stdout
 
 
+def test_no_trajectories_writes_the_results_alone(tmp_path: Path) -> None:
+    """``--no-trajectories`` (issue 39: the smoke run wrote a 34 MB file the README did not
+    name) writes no ``trajectories.jsonl``; the results and their hashes are those of a full run."""
+    runs = {}
+    for name, extra in (("full", ()), ("lean", ("--no-trajectories",))):
+        out = tmp_path / name
+        args = ("bench", "run", "smoke", "--env", "signal-v1", "--episodes", "3", "--quiet")
+        proc = _teamgym(*args, "--out", str(out), *extra)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        runs[name] = json.loads((out / "summary.json").read_text())
+    assert not (tmp_path / "lean" / "trajectories.jsonl").exists()
+    assert (tmp_path / "full" / "trajectories.jsonl").stat().st_size > 0
+    assert runs["lean"]["rows"] == runs["full"]["rows"]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -158,3 +158,25 @@ def test_third_party_plugin_through_an_installed_dist_info(tmp_path: Path, run_p
     """)
     out = run_python(code, env={"PYTHONPATH": str(tmp_path)})
     assert "plugin ok" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("typed", "offered"),
+    [
+        ("nosuch-v0", []),
+        ("kitchn-v0", ["kitchen-v0"]),
+        ("forage-v0", ["foraging-v0"]),
+        ("signal-v7", ["signal-v0", "signal-v1"]),
+        ("thor-asembly-v0", ["thor-assembly-v0"]),
+        ("hanabi", ["hanabi-v0"]),
+    ],
+)
+def test_close_matches_are_only_close_names(typed: str, offered: list[str]) -> None:
+    """A match is offered only for a name close to a registered one (issue 39: ``nosuch-v0``
+    was offered ``kitchen-v0``); a wrong version offers the versions there are."""
+    from teamgym.envs.registration import _close_ids
+
+    assert _close_ids(typed, list(registry())) == offered
+    with pytest.raises(KeyError) as err:
+        make(typed)
+    assert ("Did you mean" in str(err.value)) == bool(offered)

@@ -73,6 +73,20 @@ class LocalModelServer:
         self._pending: list[_Request] = []
         self._worker: asyncio.Task | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What travels to another process (a Ray actor under verl's v1 trainer): the model, the
+        tokenizer and the settings; the thread pool and the pending batch are rebuilt there."""
+        state = dict(self.__dict__)
+        for local in ("pool", "_pending", "_worker"):
+            del state[local]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.pool = ThreadPoolExecutor(max_workers=1)
+        self._pending = []
+        self._worker = None
+
     async def generate(
         self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any
     ) -> TokenOutput:

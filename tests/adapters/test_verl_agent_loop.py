@@ -666,3 +666,22 @@ def test_every_turns_prompt_is_the_chat_template_of_the_whole_conversation(
                 == row["replies"][-1]
             ), f"{agent}: the last reply is not what follows the last prompt"
     assert checked >= 2 * len(rows), checked  # every turn of every trajectory was compared
+
+
+def test_the_local_model_server_travels_to_another_process(model_dir) -> None:
+    """Pickled (as Ray hands it to verl's v1 worker actor: issue 39, ``teamgym verl-bench`` with
+    its default ``--server both`` could not pickle the thread pool's queue) it answers the same
+    request with the same tokens."""
+    import asyncio
+    import pickle
+
+    server = LocalModelServer(model_dir, seed=4)
+    copy = pickle.loads(pickle.dumps(server))
+    params = {"max_tokens": 8, "temperature": 1.0}
+
+    async def ask(s: LocalModelServer) -> list[int]:
+        out = await s.generate("r1", prompt_ids=[1, 2, 3, 4], sampling_params=params)
+        return list(out.token_ids)
+
+    assert asyncio.run(ask(copy)) == asyncio.run(ask(server))
+    assert copy.pool is not server.pool and copy.calls == 1

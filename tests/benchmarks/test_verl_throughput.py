@@ -35,3 +35,24 @@ def test_v1_worker_is_measured_with_its_processes_cpu(model_dir) -> None:
     assert any(role.startswith("ray::TransferQueue") for role in r.cpu_ms_by_process)
     assert sum(r.cpu_ms_by_process.values()) == pytest.approx(r.cpu_ms_per_agent_turn, rel=0.01)
     assert r.idle_cpu_ms_per_agent_turn >= 0
+
+
+def test_verl_bench_as_typed_measures_both_servers(tmp_path) -> None:
+    """``teamgym verl-bench`` with no ``--server`` (default ``both``: the latency double and the
+    local model, whose server is pickled into the v1 worker's Ray actor) prints both rows."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "figures.json"
+    args = ["--episodes", "2", "--agents", "2", "--rounds", "1", "--json", str(out)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "teamgym", "verl-bench", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    figures = json.loads(out.read_text())["results"]
+    assert [f["server"] for f in figures] == ["latency", "model"]
+    assert all(f["rows"] == 4 and f["trainer"] == "v1" for f in figures)

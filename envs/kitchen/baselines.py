@@ -95,7 +95,8 @@ def _route(
     blocked: set[Cell] = set()
     if lead is not None:
         near = abs(other[0] - chef.pos[0]) + abs(other[1] - chef.pos[1]) <= 1
-        blocked = {*lead.path[:1], *([other] if near else [])}
+        standing = not lead.path and lead.action != "interact" and lead.job == "idle"
+        blocked = {*lead.path[:1], *([other] if near or standing else [])}
     for avoid in (blocked, set()):
         parent: dict[Cell, Cell | None] = {chef.pos: None}
         queue = deque([chef.pos])
@@ -182,6 +183,8 @@ def plan(k: Kitchen, i: int, lead: Decision | None = None) -> Decision:
         ready = [p for p in pots if (s := k.pot(p)) and s.ready(k.cook_time)]
         busy = [p for p in pots if (s := k.pot(p)) and (s.tick >= 0 or s.onions == RECIPE_SIZE)]
         choice = go("plate", ready) or (go("pass", shared) if not pots else None)
+        if choice is None and pots and not any(k.pot(p).tick >= 0 for p in busy):  # type: ignore[union-attr]
+            choice = go("put_down", empty)  # nothing cooks (a random start): free the hands
         if choice is None and busy:
             choice = go("wait_plate", busy)
             if choice and choice.action == "interact":

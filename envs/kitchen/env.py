@@ -91,6 +91,13 @@ class KitchenEnv(TextParallelEnv):
         cook_time: steps a soup cooks, 1..100 (20, the reference's, by default).
         target_soups: the soups that make ``score`` 1 (None: what the scripted planner serves
             on this layout, scaled to ``max_steps``).
+        random_start: the chefs start on two distinct floor cells drawn from the episode's
+            seed (overcooked-ai's ``random_start_pos``); False (default): the layout's start
+            cells, the same every episode.
+        random_objects: the probability, per pot and per chef, of starting with objects
+            (overcooked-ai's ``rnd_obj_prob_thresh``, onions only: a pot with 1-3 onions,
+            cooking or not; a chef holding a dish, an onion or a cooked soup), 0..1 (0:
+            empty, default). With both off, the seed changes nothing.
 
     >>> env = KitchenEnv(layout="cramped_room")
     >>> obs, infos = env.reset(seed=0)
@@ -110,6 +117,8 @@ class KitchenEnv(TextParallelEnv):
         layout: _LayoutName = "cramped_room",
         cook_time: int = DEFAULT_COOK_TIME,
         target_soups: int | None = None,
+        random_start: bool = False,
+        random_objects: float = 0.0,
         **base: Any,
     ) -> None:
         """Rules in the class docstring; ``base`` takes the common options of ``TextParallelEnv``."""
@@ -122,6 +131,13 @@ class KitchenEnv(TextParallelEnv):
         self.layout: Layout = load_layout(layout)
         self.cook_time = cook_time
         self.target_soups = target_soups
+        if not isinstance(random_start, bool):
+            raise ValueError(f"random_start must be true or false, got {random_start!r}")
+        number = isinstance(random_objects, (int, float)) and not isinstance(random_objects, bool)
+        if not number or not 0.0 <= random_objects <= 1.0:
+            raise ValueError(f"random_objects must be a number in 0..1, got {random_objects!r}")
+        self.random_start = random_start
+        self.random_objects = float(random_objects)
         self.kitchen = Kitchen.start(self.layout, cook_time)
         self._reset_tallies()
 
@@ -145,7 +161,12 @@ class KitchenEnv(TextParallelEnv):
         return DEFAULT_HORIZON
 
     def _game_reset(self, options: dict[str, Any] | None) -> None:
-        self.kitchen = Kitchen.start(self.layout, self.cook_time)  # nothing is random
+        if self.random_start or self.random_objects:
+            self.kitchen = Kitchen.random_start(
+                self.layout, self.np_random, self.cook_time, self.random_start, self.random_objects
+            )
+        else:
+            self.kitchen = Kitchen.start(self.layout, self.cook_time)  # nothing is random
         self._reset_tallies()
 
     def _game_valid_actions(self, agent: str) -> list[str]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import numpy as np
+
 from teamgym.envs.kitchen.layouts import Cell, Layout
 
 __all__ = [
@@ -122,6 +124,41 @@ class Kitchen:
     def start(cls, layout: Layout, cook_time: int = DEFAULT_COOK_TIME) -> Kitchen:
         """The reference's standard start: chefs on their start cells, facing north, empty."""
         return cls(layout, cook_time, [Chef(pos) for pos in layout.starts])
+
+    @classmethod
+    def random_start(
+        cls,
+        layout: Layout,
+        rng: np.random.Generator,
+        cook_time: int = DEFAULT_COOK_TIME,
+        positions: bool = True,
+        objects: float = 0.0,
+    ) -> Kitchen:
+        """The reference's ``get_random_start_state_fn(random_start_pos, rnd_obj_prob_thresh)``
+        with onions only: with ``positions``, the chefs on two distinct floor cells drawn
+        uniformly (facing north); then each pot with probability ``objects`` holds 1-3 onions
+        (cooking from tick 0, again with probability ``objects``), and each chef with
+        probability ``objects`` holds a dish, an onion or a cooked soup of 1-3 onions (0.2,
+        0.6, 0.2). Every draw comes from ``rng``, in the reference's order."""
+        kitchen = cls.start(layout, cook_time)
+        if positions:
+            floor = sorted(layout.floor, key=lambda c: (c[1], c[0]))  # the reference's scan
+            pairs = [(a, b) for a in floor for b in floor if a != b]
+            first, second = pairs[int(rng.integers(len(pairs)))]
+            kitchen.chefs = [Chef(first), Chef(second)]
+        if objects <= 0:
+            return kitchen
+        for pot in layout.pots:
+            if rng.random() < objects:
+                onions = int(rng.integers(1, RECIPE_SIZE + 1))
+                tick = 0 if rng.random() < objects else -1
+                kitchen.objects[pot] = Soup(onions, tick)
+        for chef in kitchen.chefs:
+            if rng.random() < objects:
+                kind = str(rng.choice(["dish", "onion", "soup"], p=[0.2, 0.6, 0.2]))
+                onions = int(rng.integers(1, RECIPE_SIZE + 1))
+                chef.held = Soup(onions, cook_time) if kind == "soup" else kind
+        return kitchen
 
     # ------------------------------------------------------------------ queries
     def pot(self, cell: Cell) -> Soup | None:

@@ -291,8 +291,10 @@ def _snapshot(k: Kitchen, reward: list[int]) -> dict[str, Any]:
     return {"players": players, "objects": objects, "reward": reward}
 
 
-def _ours(layout: str, joint_actions: list[list[str]]) -> list[dict[str, Any]]:
-    k = _kitchen(layout)
+def _ours(
+    layout: str, joint_actions: list[list[str]], k: Kitchen | None = None
+) -> list[dict[str, Any]]:
+    k = k or _kitchen(layout)
     out = []
     for joint in joint_actions:
         reward = [0, 0]
@@ -369,3 +371,102 @@ def test_the_engine_matches_overcooked_ai_step_by_step(layout: str, reference_py
             assert sum(sum(s["reward"]) for s in theirs) >= 20, (
                 f"{layout} episode {e} served nothing"
             )
+
+
+# ---------------------------------------------------------------------- random starts
+def _start(k: Kitchen) -> dict[str, Any]:
+    """``k``'s start as the reference driver's ``starts`` entry."""
+    held = [["soup", c.held.onions] if isinstance(c.held, Soup) else c.held for c in k.chefs]
+    pots = [[*cell, s.onions, s.tick] for cell, s in k.objects.items() if isinstance(s, Soup)]
+    return {"players": [[*c.pos, h] for c, h in zip(k.chefs, held, strict=True)], "pots": pots}
+
+
+def test_kitchen_v0_ignores_its_seed_unless_asked() -> None:
+    """Issue 39: the classic start is the same every episode (kitchen-v0 byte-identical);
+    ``random_start`` and ``random_objects`` draw the start from the seed, the same seed the
+    same start, in another process too (numpy's generator)."""
+
+    def first(seed: int, **kw: Any) -> str:
+        obs, _ = make("kitchen-v0", **kw).reset(seed=seed)
+        return obs["robot_0"]
+
+    assert len({first(s) for s in range(5)}) == 1
+    starts = {first(s, random_start=True) for s in range(20)}
+    assert len(starts) >= 10, "random_start should spread the chefs over the floor"
+    assert first(7, random_start=True) == first(7, random_start=True)
+    objects = [first(s, random_objects=1.0) for s in range(10)]
+    assert all("you hold nothing" not in o for o in objects), "p=1: every chef holds something"
+    assert all("empty." not in o.split("Onion dispensers")[0] for o in objects), "p=1: pots filled"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"random_start": 1}, "random_start must be true or false"),
+        ({"random_objects": 1.5}, "random_objects must be a number in 0..1"),
+        ({"random_objects": "half"}, "random_objects must be a number in 0..1"),
+    ],
+)
+def test_random_start_arguments_are_checked(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        make("kitchen-v0", **kwargs)
+
+
+@pytest.mark.parametrize("layout", LAYOUT_NAMES)
+def test_random_starts_are_valid_and_the_planner_cooks_from_them(layout: str) -> None:
+    """Chefs on two distinct floor cells; the planner serves a soup from every random start,
+    objects in hand or not, except where both chefs start on one side of
+    ``forced_coordination``'s counter (nobody can then cook, as in overcooked-ai)."""
+    stranded = 0
+    for seed in range(20):
+        env = KitchenEnv(layout=layout, random_start=True, random_objects=0.5)
+        planner = KitchenPlanner()
+        planner.bind(env)
+        obs, _ = env.reset(seed=seed)
+        a, b = (c.pos for c in env.kitchen.chefs)
+        assert a != b and env.layout.is_floor(a) and env.layout.is_floor(b)
+        one_side = b in _flood_region(env, a)
+        while env.agents:
+            obs, *_ = env.step({x: planner.act(x, obs[x], {}) for x in env.agents})
+        if layout == "forced_coordination" and one_side:
+            stranded += 1
+            assert env.soups == 0
+        else:
+            assert env.soups >= 1, f"{layout} seed {seed}: the planner served nothing"
+    assert layout != "forced_coordination" or 0 < stranded < 20
+
+
+def _flood_region(env: KitchenEnv, cell: tuple[int, int]) -> frozenset[tuple[int, int]]:
+    from teamgym.envs.kitchen.baselines import _region
+
+    return _region(env.kitchen, cell)
+
+
+@pytest.mark.parametrize("layout", LAYOUT_NAMES)
+def test_the_engine_matches_overcooked_ai_from_random_starts(
+    layout: str, reference_python: Path
+) -> None:
+    """From random starts with objects (soups in pots, cooking or not; dishes, onions and
+    cooked soups in hand), overcooked-ai built from the same start agrees step by step."""
+    rng = np.random.default_rng(100 + LAYOUT_NAMES.index(layout))
+    kitchens, starts, episodes = [], [], []
+    for seed in range(6):
+        k = Kitchen.random_start(load_layout(layout), np.random.default_rng(seed), 20, True, 0.7)
+        kitchens.append(k)
+        starts.append(_start(k))
+        episodes.append(
+            [[ACTIONS[int(a)] for a in pair] for pair in rng.integers(6, size=(150, 2))]
+        )
+    request = {"layout": REFERENCE_NAMES[layout], "episodes": episodes, "starts": starts}
+    proc = subprocess.run(
+        [str(reference_python), str(DRIVER)],
+        input=json.dumps(request),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for e, theirs in enumerate(json.loads(proc.stdout)):
+        ours = _ours(layout, episodes[e], kitchens[e])
+        for t, (mine, ref) in enumerate(zip(ours, theirs, strict=True)):
+            assert mine == ref, f"{layout} start {starts[e]} step {t}: ours {mine} != {ref}"

@@ -6,7 +6,10 @@ Run with the reference venv's interpreter (plain Python + ``overcooked_ai_py``, 
 
 The request is ``{"layout": NAME, "episodes": [[[a0, a1], ...], ...]}`` with actions named
 ``up``/``down``/``left``/``right``/``stay``/``interact``; each episode starts from the layout's
-standard start state. The answer (stdout) is one JSON list per episode, with one entry per
+standard start state, or, with ``"starts": [START or null, ...]`` beside the episodes, from
+``{"players": [[x, y, held], ...], "pots": [[x, y, onions, cooking_tick], ...]}`` (players
+facing north, ``held`` null, ``"onion"``, ``"dish"`` or ``["soup", onions]``, a cooked soup),
+as ``get_random_start_state_fn`` builds one. The answer (stdout) is one JSON list per episode, with one entry per
 step: ``{"players": [[x, y, dx, dy, held], ...], "objects": [[x, y, obj], ...],
 "reward": [r0, r1]}``, where ``held``/``obj`` is null, ``"onion"``, ``"dish"`` or
 ``["soup", onions, cooking_tick]`` and ``reward`` is the sparse reward by agent.
@@ -18,7 +21,12 @@ import json
 import sys
 
 from overcooked_ai_py.mdp.actions import Action, Direction
-from overcooked_ai_py.mdp.overcooked_mdp import OvercookedGridworld
+from overcooked_ai_py.mdp.overcooked_mdp import (
+    ObjectState,
+    OvercookedGridworld,
+    OvercookedState,
+    SoupState,
+)
 
 ACTIONS = {
     "up": Direction.NORTH,
@@ -46,12 +54,34 @@ def snapshot(state: object, reward: list[int]) -> dict[str, object]:
     return {"players": players, "objects": objects, "reward": list(reward)}
 
 
-def run(layout: str, episodes: list[list[list[str]]]) -> list[list[dict[str, object]]]:
-    """Every episode from the standard start, one snapshot per step."""
+def start_state(mdp: OvercookedGridworld, start: dict | None) -> OvercookedState:
+    """The standard start, or the start ``start`` describes (built as the reference's
+    ``get_random_start_state_fn`` builds its random ones)."""
+    if start is None:
+        return mdp.get_standard_start_state()
+    state = OvercookedState.from_player_positions(
+        [tuple(p[:2]) for p in start["players"]],
+        bonus_orders=mdp.start_bonus_orders,
+        all_orders=mdp.start_all_orders,
+    )
+    for x, y, onions, tick in start["pots"]:
+        state.objects[(x, y)] = SoupState.get_soup((x, y), num_onions=onions, cooking_tick=tick)
+    for player, (x, y, held) in zip(state.players, start["players"], strict=True):
+        if isinstance(held, list):
+            player.set_object(SoupState.get_soup((x, y), num_onions=held[1], finished=True))
+        elif held is not None:
+            player.set_object(ObjectState(held, (x, y)))
+    return state
+
+
+def run(
+    layout: str, episodes: list[list[list[str]]], starts: list[dict | None] | None = None
+) -> list[list[dict[str, object]]]:
+    """Every episode from its start, one snapshot per step."""
     mdp = OvercookedGridworld.from_layout_name(layout)
     out = []
-    for joint_actions in episodes:
-        state = mdp.get_standard_start_state()
+    for e, joint_actions in enumerate(episodes):
+        state = start_state(mdp, starts[e] if starts else None)
         steps = []
         for joint in joint_actions:
             state, info = mdp.get_state_transition(state, [ACTIONS[a] for a in joint])
@@ -62,7 +92,7 @@ def run(layout: str, episodes: list[list[list[str]]]) -> list[list[dict[str, obj
 
 def main() -> None:
     request = json.load(sys.stdin)
-    json.dump(run(request["layout"], request["episodes"]), sys.stdout)
+    json.dump(run(request["layout"], request["episodes"], request.get("starts")), sys.stdout)
 
 
 if __name__ == "__main__":

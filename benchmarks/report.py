@@ -6,9 +6,9 @@ each clipped to the values its metric can take, :data:`RANGES`), its
 errored count, and two fingerprints: ``fingerprint``, the SHA-256 of the episodes' metrics in
 seed order (the same number ``teamgym baselines`` prints for the same seeds), and
 ``trajectories``, a hash of the episodes' trajectory hashes. :func:`write_report` writes
-``summary.json``, ``report.md`` and the plots (:func:`figures`: bars coloured by agent with a
-legend, ``0`` and ``n/a`` labelled apart); :func:`compare_runs` says, episode by episode,
-whether two runs reproduced each other; :func:`paired_compare` tests whether agent A beats
+``summary.json``, ``report.md`` (with what success means in each env, :func:`success_criteria`)
+and the plots (:func:`figures`, each with its caption); :func:`compare_runs` says, episode by
+episode, whether two runs reproduced each other; :func:`paired_compare` tests whether agent A beats
 agent B on the same seeds (McNemar's exact test on success, Wilcoxon's signed-rank test on
 score, paired 95% intervals of both differences).
 """
@@ -24,15 +24,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from teamgym.benchmarks.plots import write_plots
+from teamgym.benchmarks.plots import PANELS, caption, write_plots
 from teamgym.benchmarks.results import JsonLines, latest_by_key
 
 __all__ = [
     "Comparison",
     "Report",
     "compare_runs",
+    "interval_name",
     "load_run",
     "mean_ci",
+    "success_criteria",
     "summarise",
     "wilson",
     "write_report",
@@ -64,6 +66,36 @@ RANGES: dict[str, tuple[float | None, float | None]] = {
     "invalid_action_rate": (0.0, 1.0),
     "contribution_gini": (0.0, 1.0),
 }
+
+
+UNSTATED = "not stated by the env (its `outcome` event decides)"
+"""What :func:`success_criteria` says for an env whose class has no ``success_criterion``."""
+
+
+def interval_name(metric: str) -> str:
+    """The interval :func:`summarise` gives ``metric``, in words (plots' and report's captions)."""
+    return "95% Wilson score interval" if metric == "success" else "95% Student-t interval"
+
+
+def success_criteria(env_ids: Iterable[str]) -> dict[str, str]:
+    """Each env's one-line success criterion, its class's ``success_criterion``
+    (:class:`~teamgym.envs.text_env.TextParallelEnv`), in first-seen order; :data:`UNSTATED`
+    for an env that states none or that cannot be loaded here (a run read elsewhere)."""
+    from teamgym.envs import spec
+    from teamgym.envs.registration import load_entry_point
+
+    out = {}
+    for env_id in dict.fromkeys(env_ids):
+        try:
+            try:
+                factory = spec(env_id).load()
+            except KeyError:
+                factory = load_entry_point(env_id)  # an unregistered "module:attr" id
+            stated = getattr(factory, "success_criterion", None)
+        except (KeyError, ImportError, AttributeError, ValueError, TypeError):
+            stated = None
+        out[env_id] = stated if isinstance(stated, str) and stated else UNSTATED
+    return out
 
 
 def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
@@ -136,6 +168,8 @@ def summarise(
                 "env_id": first["env_id"],
                 "kwargs": first["kwargs"],
                 "agent": first["agent"],
+                # cross-play rows only (as in results.jsonl): who played which seats beside it
+                **{k: first[k] for k in ("partner", "partner_seats") if k in first},
                 "config_hash": config_hash,
                 "episodes": len(ok),
                 "errored": len(records) - len(ok),
@@ -230,21 +264,29 @@ def _markdown(run_dir: Path, rows: list[dict[str, Any]], plots: list[str], meta:
         f"teamgym {meta.get('package_version', '?')}, suite hash `{meta.get('suite_hash', '?')}`, "
         f"{sum(r['episodes'] for r in rows)} episodes ok, "
         f"{sum(r['errored'] for r in rows)} errored.",
-        "Success with a 95% Wilson interval; other columns are means over the ok episodes "
-        "(collab. = collaboration index, comm. = messages per agent-step, invalid = invalid "
-        "replies per agent-step, gini = contribution Gini). `fingerprint` hashes the episodes' "
-        "metrics in seed order: a rerun prints the same.",
+        "Success is the share of ok episodes that met the env's success criterion (below), "
+        f"with its {interval_name('success')} over those episodes; score is the env's graded "
+        "result in [0, 1] (an agent that never succeeds can still score); the other columns "
+        "are means over the ok episodes (collab. = collaboration index, comm. = messages per "
+        "agent-step, invalid = invalid replies per agent-step, gini = contribution Gini). "
+        "`fingerprint` hashes the episodes' metrics in seed order: a rerun prints the same.",
         "",
     ]
     columns, cells = columns_and_rows(rows)
     lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(row) + " |" for row in cells]
+    lines += ["", "## What success means", "", "| env | success |", "|---|---|"]
+    criteria = success_criteria(r["env_id"] for r in rows)
+    lines += [f"| {env} | {text.replace('|', '&#124;')} |" for env, text in criteria.items()]
     errored = [r for r in rows if r["errored"]]
     if errored:
         lines += ["", "## Errored episodes", ""]
         lines += [f"- {r['group']}: {r['errored']}: {'; '.join(r['errors'])}" for r in errored]
     if plots:
-        lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
+        shown = [r for r in rows if r["episodes"]]
+        lines += ["", "## Plots"]
+        for p in plots:
+            lines += ["", f"![{p}]({p})", "", f"{p}: {caption(shown, PANELS[p])}."]
     return "\n".join(lines) + "\n"
 
 

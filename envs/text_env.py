@@ -86,6 +86,9 @@ class TextParallelEnv(GameHooks, ParallelEnv[str, Any, Any]):
     max_game_observation_chars: ClassVar[int] = 4096
     #: Longest reply the text action space describes (longer replies are still accepted).
     max_reply_chars: ClassVar[int] = 4096
+    #: What success means in this game, one line (the benchmark report prints it beside the
+    #: success rate, e.g. "a perfect score"); None: the game does not say.
+    success_criterion: ClassVar[str | None] = None
 
     def __init__(
         self,

@@ -24,6 +24,7 @@ from rich.table import Table
 
 from teamgym.benchmarks.commands.common import CommandError, bad_input, port, positive_int
 from teamgym.benchmarks.commands.tables import console as make_console
+from teamgym.benchmarks.commands.tables import success_table
 from teamgym.benchmarks.results import CorruptRunError
 
 if TYPE_CHECKING:
@@ -226,7 +227,7 @@ def play_suite(suite: Suite, args: argparse.Namespace, console: Console) -> int:
 
 def print_report(run_dir: Path, console: Console) -> int:
     """Write and print the run's report; returns how many episodes errored."""
-    from teamgym.benchmarks.report import columns_and_rows, write_report
+    from teamgym.benchmarks.report import columns_and_rows, success_criteria, write_report
 
     report = write_report(run_dir)
     rows, plots = report.rows, report.plots
@@ -241,6 +242,7 @@ def print_report(run_dir: Path, console: Console) -> int:
         wide = console.options.update(max_width=1000)
         console.width = max(console.width, console.measure(table, options=wide).maximum)
     console.print(table)
+    console.print(success_table(success_criteria(r["env_id"] for r in rows)))
     errored = sum(r["errored"] for r in rows)
     if errored:
         console.print(

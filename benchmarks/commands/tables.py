@@ -6,6 +6,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -17,6 +18,7 @@ __all__ = [
     "envs_table",
     "learn_table",
     "perf_comparison_tables",
+    "success_table",
     "throughput_table",
 ]
 
@@ -68,6 +70,21 @@ def env_args_table(env_id: str) -> Table:
     for a in arguments:
         presets = [escape(a.presets.get(d, "")) for d in difficulties]
         table.add_row(a.name, escape(a.default), escape(a.type), escape(a.meaning), *presets)
+    return table
+
+
+def success_table(criteria: Mapping[str, str]) -> Table:
+    """What success means in each env of a run (env id -> its one-line criterion, from
+    :func:`teamgym.benchmarks.report.success_criteria`), printed under the results table."""
+    table = Table(
+        title="success: the env's criterion below; score: its graded result in [0, 1]",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    table.add_column("env", no_wrap=True)
+    table.add_column("success means")
+    for env_id, text in criteria.items():
+        table.add_row(escape(env_id), escape(text))
     return table
 
 

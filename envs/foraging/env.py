@@ -78,6 +78,7 @@ class ForagingEnv(TextParallelEnv):
 
     metadata: ClassVar[dict[str, Any]] = {**TextParallelEnv.metadata, "name": "foraging_v0"}
     max_game_observation_chars = 2048
+    success_criterion = "the field cleared: every item loaded"
 
     def __init__(
         self,

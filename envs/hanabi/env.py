@@ -107,6 +107,7 @@ class HanabiEnv(TextParallelEnv):
     #: Bound on the game's part: 5 players with every line at its longest come to about 3300
     #: characters (played games reach about 2200; tested).
     max_game_observation_chars = 4608
+    success_criterion = "a perfect score: every firework complete (25 points with five colours)"
 
     def __init__(
         self,

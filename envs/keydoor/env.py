@@ -65,6 +65,7 @@ class KeyDoorEnv(TextParallelEnv):
     metadata: ClassVar[dict[str, Any]] = {**TextParallelEnv.metadata, "name": "keydoor_v0"}
     max_agents = 6
     max_game_observation_chars = 2048
+    success_criterion = "the treasure taken"
 
     def __init__(
         self,

@@ -109,6 +109,7 @@ class KitchenEnv(TextParallelEnv):
     min_agents = 2
     max_agents = 2
     max_game_observation_chars = 4096
+    success_criterion = "at least one soup served"
 
     def __init__(
         self,

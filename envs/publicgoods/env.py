@@ -68,6 +68,7 @@ class PublicGoodsEnv(TextParallelEnv):
 
     metadata: ClassVar[dict[str, Any]] = {**TextParallelEnv.metadata, "name": "publicgoods_v0"}
     max_game_observation_chars = 1024
+    success_criterion = "score >= 0.9: at least 90% of all endowments contributed"
 
     def __init__(
         self,

@@ -81,6 +81,7 @@ class ThorAssemblyEnv(TextParallelEnv):
         "render_modes": ["ansi", "rgb_array"],
     }
     max_game_observation_chars = 6000
+    success_criterion = "the assembled product passes the inspection"
 
     def __init__(
         self,

@@ -54,6 +54,44 @@ def test_every_ordered_pairing_plays_with_the_partner_in_its_seats(tmp_path: Pat
     assert gap["gap"] == pytest.approx(gap["self_play"] - gap["cross_play"])
 
 
+def test_the_reports_plots_read_at_sixteen_pairings(tmp_path: Path) -> None:
+    """Issue 39: the run's success and collaboration plots over 16 pairings of signal's four
+    baselines: one colour per agent A, one hatch per partner B (the summary rows carry the
+    partner, as results.jsonl does), the legend below the panels, Gini on its range [0, 1]
+    though every pairing's is 0 (or undefined)."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from teamgym.benchmarks.plots import figures
+
+    suite = parse_suite(crossplay_source(["signal-v1"], ["baselines"], episodes=2, seed=SMOKE_SEED))
+    run_suite(suite, tmp_path / "run", write_trajectories=False)
+    rows = summarise(load_run(tmp_path / "run"), [s.config_hash for s in suite.settings])
+    assert {r.get("partner") for r in rows} == {
+        None,
+        "random",
+        "expert",
+        "babbler",
+        "palette-babbler",
+    }
+    assert {r["contribution_gini"]["mean"] for r in rows} == {0.0, None}  # 0 where defined
+    made = figures(rows)
+    try:
+        bars = made["success.png"].axes[0].patches
+        assert len({(b.get_facecolor(), b.get_hatch()) for b in bars}) == len(bars) == 16
+        assert len({b.get_facecolor() for b in bars}) == 4
+        for name, fig in made.items():
+            fig.canvas.draw()
+            [legend] = fig.legends
+            box = legend.get_window_extent()
+            assert all(not box.overlaps(ax.get_window_extent()) for ax in fig.axes), name
+            assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1, f"{name}: legend cut off"
+        gini = made["collaboration.png"].axes[2]
+        assert gini.get_xlim()[0] <= 0.0 and gini.get_xlim()[1] >= 1.0, gini.get_xlim()
+    finally:
+        plt.close("all")
+
+
 def test_the_partner_plays_its_seats_and_the_agent_the_others(tmp_path: Path) -> None:
     """A free-rider with a contributing partner in robot_1 and robot_3: every contribution
     in the trajectories says who played which seat."""

@@ -22,6 +22,9 @@ source_suffix = {".md": "markdown"}
 exclude_patterns = ["_build"]
 html_theme = "furo"
 html_title = f"teamgym {release}"
+# teamgym.css: the env pages' summary box.
+html_static_path = ["_static"]
+html_css_files = ["teamgym.css"]
 myst_heading_anchors = 4
 myst_enable_extensions = ["colon_fence"]
 autodoc_member_order = "bysource"

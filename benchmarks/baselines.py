@@ -11,7 +11,7 @@ import hashlib
 import json
 import statistics
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from teamgym.envs.baselines import make_baseline
@@ -42,10 +42,13 @@ class BaselineResult:
     contribution_gini: float | None
     fingerprint: str
     """SHA-256 of the per-episode metrics: equal across reruns with the same seeds."""
+    summary: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The same episodes as ``bench run``'s summary row (means with 95% intervals), which
+    ``teamgym baselines`` prints in ``bench run``'s table."""
 
     def row(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return dict(self.__dict__)
+        """A JSON-ready dict (without :attr:`summary`)."""
+        return {k: v for k, v in self.__dict__.items() if k != "summary"}
 
 
 def _mean(values: Iterable[float | None]) -> float | None:
@@ -53,9 +56,33 @@ def _mean(values: Iterable[float | None]) -> float | None:
     return statistics.fmean(kept) if kept else None
 
 
-def summarise(env_id: str, baseline: str, metrics: Sequence[EpisodeMetrics]) -> BaselineResult:
-    """Aggregate episode metrics into one result row."""
+def summarise(
+    env_id: str,
+    baseline: str,
+    metrics: Sequence[EpisodeMetrics],
+    seeds: Sequence[int] = (),
+    env_kwargs: dict[str, Any] | None = None,
+) -> BaselineResult:
+    """Aggregate episode metrics into one result row (``seeds``: the episodes' seeds, for the
+    summary row ``bench run`` would write)."""
+    from teamgym.benchmarks.report import summarise as summary_rows
+
     blob = json.dumps([m.to_dict() for m in metrics], sort_keys=True).encode()
+    records = {
+        str(i): {
+            "config_hash": f"{env_id}/{baseline}",
+            "group": env_id,
+            "env_id": env_id,
+            "kwargs": env_kwargs or {},
+            "agent": baseline,
+            "seed": seed,
+            "status": "ok",
+            "metrics": m.to_dict(),
+            "trajectory_hash": "",
+        }
+        for i, (m, seed) in enumerate(zip(metrics, seeds or range(len(metrics)), strict=True))
+    }
+    (summary,) = summary_rows(records)
     return BaselineResult(
         env_id=env_id,
         baseline=baseline,
@@ -69,6 +96,7 @@ def summarise(env_id: str, baseline: str, metrics: Sequence[EpisodeMetrics]) -> 
         invalid_action_rate=statistics.fmean(m.invalid_action_rate for m in metrics),
         contribution_gini=_mean(m.contribution_gini for m in metrics),
         fingerprint=hashlib.sha256(blob).hexdigest()[:16],
+        summary=summary,
     )
 
 
@@ -86,11 +114,11 @@ def run_baselines(
         for name in names:
             env = make(env_id, **(env_kwargs or {}))
             policy = make_baseline(env_id, name, seed=seed)
-            metrics = []
-            for episode_seed in episode_seeds(seed, episodes):
+            metrics, seeds = [], episode_seeds(seed, episodes)
+            for episode_seed in seeds:
                 metrics.append(run_episode(env, policy, seed=episode_seed))
                 if on_episode is not None:
                     on_episode()
             env.close()
-            results.append(summarise(env_id, name, metrics))
+            results.append(summarise(env_id, name, metrics, list(seeds), env_kwargs))
     return results

@@ -16,7 +16,7 @@ from teamgym.benchmarks.commands.common import (
     non_negative_int,
     positive_int,
 )
-from teamgym.benchmarks.commands.tables import baselines_table
+from teamgym.benchmarks.commands.tables import print_summary
 from teamgym.names import EVAL_SEED_BASE
 
 NAME = "baselines"
@@ -48,13 +48,23 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
+def _in_smoke_order(env_ids: list[str]) -> list[str]:
+    """``env_ids`` in the order of the smoke suite (the README's table), then the others (a
+    user's registered envs) as given."""
+    from teamgym.benchmarks.suites import load_suite
+
+    smoke = list(dict.fromkeys(e.env_id for e in load_suite("smoke").settings))
+    rank = {e: i for i, e in enumerate(smoke)}
+    return sorted(env_ids, key=lambda e: rank.get(e, len(rank)))
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     """Run the episodes (with a progress bar), print the table, optionally write JSON."""
     from teamgym.benchmarks.baselines import run_baselines
     from teamgym.envs import registry, spec
     from teamgym.envs.registration import latest_versions
 
-    env_ids = args.env or latest_versions(registry())
+    env_ids = _in_smoke_order(args.env or latest_versions(registry()))
     kwargs = env_kwargs(args)
     check_envs(env_ids, kwargs, chosen=bool(args.env))
     total = sum(len(spec(e).baselines) + 1 for e in env_ids) * args.episodes
@@ -72,7 +82,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
         results = run_baselines(
             env_ids, args.episodes, args.seed, kwargs, on_episode=lambda: progress.advance(task)
         )
-    console.print(baselines_table(results, args.episodes, args.seed))
+    last = args.seed + args.episodes - 1
+    title = f"baselines: {args.episodes} episodes each, seeds {args.seed}..{last}"
+    print_summary(console, [r.summary for r in results], title)
     if args.out:
         path = Path(args.out)
         path.parent.mkdir(parents=True, exist_ok=True)

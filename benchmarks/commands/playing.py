@@ -9,7 +9,6 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
@@ -20,11 +19,10 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
 
 from teamgym.benchmarks.commands.common import CommandError, bad_input, port, positive_int
 from teamgym.benchmarks.commands.tables import console as make_console
-from teamgym.benchmarks.commands.tables import success_table
+from teamgym.benchmarks.commands.tables import print_summary
 from teamgym.benchmarks.results import CorruptRunError
 
 if TYPE_CHECKING:
@@ -227,22 +225,11 @@ def play_suite(suite: Suite, args: argparse.Namespace, console: Console) -> int:
 
 def print_report(run_dir: Path, console: Console) -> int:
     """Write and print the run's report; returns how many episodes errored."""
-    from teamgym.benchmarks.report import columns_and_rows, success_criteria, write_report
+    from teamgym.benchmarks.report import write_report
 
     report = write_report(run_dir)
     rows, plots = report.rows, report.plots
-    table = Table(title=escape(str(run_dir)), box=box.SIMPLE_HEAD, pad_edge=False)
-    columns, cells = columns_and_rows(rows)
-    for col in columns:
-        left = col in ("env", "args", "agent", "fingerprint")
-        table.add_column(col, justify="left" if left else "right", no_wrap=col != "args")
-    for row in cells:
-        table.add_row(*map(escape, row))
-    if not console.is_terminal:  # a log or a pipe: whole rows, however wide
-        wide = console.options.update(max_width=1000)
-        console.width = max(console.width, console.measure(table, options=wide).maximum)
-    console.print(table)
-    console.print(success_table(success_criteria(r["env_id"] for r in rows)))
+    print_summary(console, rows, str(run_dir))
     errored = sum(r["errored"] for r in rows)
     if errored:
         console.print(

@@ -12,12 +12,12 @@ from rich.markup import escape
 from rich.table import Table
 
 __all__ = [
-    "baselines_table",
     "console",
     "env_args_table",
     "envs_table",
     "learn_table",
     "perf_comparison_tables",
+    "print_summary",
     "success_table",
     "throughput_table",
 ]
@@ -88,40 +88,23 @@ def success_table(criteria: Mapping[str, str]) -> Table:
     return table
 
 
-BASELINE_COLUMNS = (
-    "env",
-    "baseline",
-    "success",
-    "score",
-    "steps",
-    "team return",
-    "collab. index",
-    "comm. freq",
-    "invalid",
-    "gini",
-    "fingerprint",
-)
+def print_summary(console: Console, rows: list[Mapping[str, Any]], title: str) -> None:
+    """Summary rows (``teamgym.benchmarks.report.summarise``'s) as ``bench run`` prints them,
+    with what success means in each env under them; ``teamgym baselines`` prints the same."""
+    from teamgym.benchmarks.report import columns_and_rows, success_criteria
 
-
-def baselines_table(results: Iterable[Any], episodes: int, seed: int) -> Table:
-    """One row per (env, baseline) ``BaselineResult``."""
-    title = f"Baselines: {episodes} episodes each, seeds {seed}..{seed + episodes - 1}"
-    table = _table(title, BASELINE_COLUMNS, left=("env", "baseline", "fingerprint"))
-    for r in results:
-        table.add_row(
-            r.env_id,
-            r.baseline,
-            _fmt(r.success_rate, True),
-            _fmt(r.mean_score),
-            f"{r.mean_length:.1f}",
-            _fmt(r.mean_team_return),
-            _fmt(r.collaboration_index),
-            _fmt(r.communication_frequency),
-            _fmt(r.invalid_action_rate, True),
-            _fmt(r.contribution_gini),
-            r.fingerprint,
-        )
-    return table
+    table = Table(title=escape(title), box=box.SIMPLE_HEAD, pad_edge=False)
+    columns, cells = columns_and_rows(rows)
+    for col in columns:
+        left = col in ("env", "args", "agent", "fingerprint")
+        table.add_column(col, justify="left" if left else "right", no_wrap=col != "args")
+    for row in cells:
+        table.add_row(*map(escape, row))
+    if not console.is_terminal:  # a log or a pipe: whole rows, however wide
+        wide = console.options.update(max_width=1000)
+        console.width = max(console.width, console.measure(table, options=wide).maximum)
+    console.print(table)
+    console.print(success_table(success_criteria(r["env_id"] for r in rows)))
 
 
 THROUGHPUT_COLUMNS = (

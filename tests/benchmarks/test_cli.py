@@ -33,6 +33,27 @@ def test_baselines_prints_a_results_table_and_writes_json(tmp_path: Path) -> Non
     )
 
 
+def test_baselines_prints_bench_runs_table(tmp_path: Path) -> None:
+    """``teamgym baselines`` prints the table of ``bench run smoke`` on the same seeds: the
+    same columns, intervals, rows and order (issue 39: it had other column names, no intervals
+    and another order), only the title differs."""
+    envs = ("--env", "hanabi-v0", "--env", "foraging-v1")  # the smoke suite's order: foraging first
+    base = _teamgym("baselines", *envs, "--episodes", "8", "--quiet")
+    run = _teamgym(
+        "bench", "run", "smoke", *envs, "--episodes", "8", "--quiet", "--out", str(tmp_path / "r")
+    )
+    assert base.returncode == 0 and run.returncode == 0, base.stdout + run.stdout
+
+    def rows(out: str) -> list[str]:
+        lines = out.splitlines()
+        head = next(i for i, line in enumerate(lines) if "success (95% CI)" in line)
+        return [line.rstrip() for line in lines[head:] if not line.startswith("results,")]
+
+    assert rows(base.stdout) == rows(run.stdout)
+    first = [line.split()[0] for line in rows(base.stdout)[2:] if line.strip()]
+    assert first[:3] == ["foraging-v1", "foraging-v1", "hanabi-v0"]
+
+
 def test_baselines_env_args_and_errors() -> None:
     proc = _teamgym(
         "baselines", "--env", "signal-v0", "--episodes", "3", "--env-arg", "num_agents=4", "--quiet"

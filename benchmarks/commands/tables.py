@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rich import box
@@ -88,7 +88,7 @@ def success_table(criteria: Mapping[str, str]) -> Table:
     return table
 
 
-def print_summary(console: Console, rows: list[Mapping[str, Any]], title: str) -> None:
+def print_summary(console: Console, rows: Sequence[Mapping[str, Any]], title: str) -> None:
     """Summary rows (``teamgym.benchmarks.report.summarise``'s) as ``bench run`` prints them,
     with what success means in each env under them; ``teamgym baselines`` prints the same."""
     from teamgym.benchmarks.report import columns_and_rows, success_criteria

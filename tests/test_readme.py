@@ -80,3 +80,41 @@ def test_the_canonical_games_baselines_score_as_the_readme_says() -> None:
         env = make("kitchen-v0", layout=layout)
         metrics = run_episode(env, make_baseline("kitchen-v0", "expert"), seed=0)
         assert str(int(metrics.extras["soups"])) == stated, layout
+
+
+def _layout_block() -> str:
+    return README.split("<!-- layout -->", 1)[1].split("<!-- /layout -->", 1)[0]
+
+
+def test_the_layout_names_every_package_folder() -> None:
+    """Every subpackage of ``envs/``, ``adapters/`` and ``benchmarks/`` is named in the README's
+    Layout as ``name/`` (issue 39: it omitted ``hanabi/``, ``kitchen/`` and ``marl/``)."""
+    layout = _layout_block()
+    missing = []
+    for top in ("envs", "adapters", "benchmarks"):
+        assert f"`{top}/`" in layout, top
+        for init in sorted((REPO / top).glob("*/__init__.py")):
+            if f"`{init.parent.name}/`" not in layout:
+                missing.append(f"{top}/{init.parent.name}/")
+    assert not missing, f"the README's Layout does not name {missing}"
+
+
+def test_the_env_lists_match_the_registry() -> None:
+    """The README's and the docs' env tables list the newest version of every registered env,
+    and the envs said to take ``difficulty=`` are those whose constructor takes it."""
+    import inspect
+
+    from teamgym.envs import registry, spec
+    from teamgym.envs.registration import latest_versions
+
+    newest = set(latest_versions(registry()))
+    with_presets = {
+        e for e in newest if "difficulty" in inspect.signature(spec(e).load()).parameters
+    }
+    index = (REPO / "docs" / "envs" / "index.md").read_text()
+    for name, text in (("README.md", README), ("docs/envs/index.md", index)):
+        listed = set(re.findall(r"^\| \[`([a-z0-9-]+)`\]", text, re.MULTILINE))
+        assert listed == newest, f"{name}: {sorted(listed ^ newest)}"
+        sentence = text.split('take `difficulty="easy"', 1)[0].rsplit("\n\n", 1)[1]
+        said = set(re.findall(r"`([a-z0-9-]+-v\d+)`", sentence))
+        assert said == with_presets, f"{name}: difficulty= {sorted(said ^ with_presets)}"

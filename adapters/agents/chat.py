@@ -56,17 +56,34 @@ class SamplingOptions:
     """Longest reply, in tokens (at least 1)."""
     seed: int = 0
     """Mixed into every reply's sampling seed (:func:`reply_seed`'s ``base``)."""
+    stop: tuple[str, ...] = ()
+    """Strings that end a reply (cut off, as the OpenAI API does), e.g. ``["</action>"]``: a
+    small model that writes its action and runs on stops there."""
+    example: bool = False
+    """Show the agent a worked example before its first turn: one turn of the env's expert on
+    another seed (:func:`teamgym.adapters.agents.examples.worked_examples`)."""
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], label: str) -> SamplingOptions:
         """The sampling options of a spec's ``options`` (defaults for those it leaves out);
         ``ValueError`` naming the agent ``label`` when one is out of range."""
         default = cls()
+        stop = options.get("stop", default.stop)
+        stop = (stop,) if isinstance(stop, str) else stop
+        example = options.get("example", default.example)
+        if not isinstance(stop, (list, tuple)) or not all(isinstance(x, str) and x for x in stop):
+            raise ValueError(
+                f"{label}: stop is a string or a list of non-empty strings, got {stop!r}"
+            )
+        if not isinstance(example, bool):
+            raise ValueError(f"{label}: example is true or false, got {example!r}")
         sampling = cls(
             temperature=float(options.get("temperature", default.temperature)),
             top_p=float(options.get("top_p", default.top_p)),
             max_tokens=int(options.get("max_tokens", default.max_tokens)),
             seed=int(options.get("seed", default.seed)),
+            stop=tuple(stop),
+            example=example,
         )
         t, p, n = sampling.temperature, sampling.top_p, sampling.max_tokens
         if t < 0 or not 0 < p <= 1 or n < 1:
@@ -78,12 +95,19 @@ class SamplingOptions:
 
 
 def next_chat(
-    history: Mapping[str, list[Message]], agent: str, observation: str, info: Mapping[str, Any]
+    history: Mapping[str, list[Message]],
+    agent: str,
+    observation: str,
+    info: Mapping[str, Any],
+    example: Sequence[Message] = (),
 ) -> list[Message]:
-    """``agent``'s chat so far (a system message of ``info["instructions"]`` on its first turn)
-    plus ``observation`` as the next user message; ``history`` is left as it was, so a failed
-    reply leaves no half turn behind."""
-    chat = history.get(agent) or [{"role": "system", "content": str(info.get("instructions", ""))}]
+    """``agent``'s chat so far (on its first turn: a system message of ``info["instructions"]``,
+    then the worked ``example``'s messages, if any) plus ``observation`` as the next user
+    message; ``history`` is left as it was, so a failed reply leaves no half turn behind."""
+    chat = history.get(agent) or [
+        {"role": "system", "content": str(info.get("instructions", ""))},
+        *(dict(m) for m in example),
+    ]
     return [*chat, {"role": "user", "content": observation}]
 
 
@@ -122,19 +146,29 @@ class ChatEpisode:
     their own fields (HTTP attempts, token usage).
     """
 
-    def __init__(self, seed: int, seed_base: int = 0) -> None:
+    def __init__(
+        self,
+        seed: int,
+        seed_base: int = 0,
+        examples: Mapping[str, Sequence[Message]] | None = None,
+    ) -> None:
         self.seed = seed
         self.seed_base = seed_base
+        self.examples: dict[str, list[Message]] = {a: list(m) for a, m in (examples or {}).items()}
+        """Each agent's worked example (shown before its first turn), when the agent has one."""
         self.chats: dict[str, list[Message]] = {}
         self.records: list[dict[str, Any]] = []
 
     async def act(self, agent: str, observation: str, info: Mapping[str, Any]) -> str:
         """The reply of ``agent`` to its chat plus ``observation``; the chat keeps both."""
-        messages = next_chat(self.chats, agent, observation, info)
-        turn = (len(messages) - 2) // 2
+        example = self.examples.get(agent, [])
+        messages = next_chat(self.chats, agent, observation, info, example)
+        turn = (len(messages) - 2 - len(example)) // 2
         record: dict[str, Any] = {"agent": agent, "turn": turn}
         if turn == 0:
             record["system"] = messages[0]["content"]
+            if example:
+                record["example"] = example
         record["message"] = observation
         record["seed"] = reply_seed(self.seed, agent, turn, self.seed_base)
         record["reply"] = None

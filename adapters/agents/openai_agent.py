@@ -54,6 +54,7 @@ except ImportError as exc:  # the one dependency of this agent: say which extra 
     ) from exc
 
 from teamgym.adapters.agents.chat import ChatEpisode, Message, SamplingOptions
+from teamgym.adapters.agents.examples import examples_if
 from teamgym.adapters.agents.kinds import AgentError, AgentSpec
 
 __all__ = ["ChatReply", "OpenAIAgent", "parse_chat_response"]
@@ -140,8 +141,8 @@ class _Failed(Exception):
 class _OpenAIEpisode(ChatEpisode):
     """One episode's chats, answered by the run's server."""
 
-    def __init__(self, owner: OpenAIAgent, seed: int) -> None:
-        super().__init__(seed, seed_base=owner.sampling.seed)
+    def __init__(self, owner: OpenAIAgent, seed: int, examples: Any = None) -> None:
+        super().__init__(seed, seed_base=owner.sampling.seed, examples=examples)
         self.owner = owner
 
     async def complete(self, messages: list[Message], seed: int, record: dict[str, Any]) -> str:
@@ -208,8 +209,9 @@ class OpenAIAgent:
         self._slots: asyncio.Semaphore | None = None
 
     def episode(self, env: Any, seed: int) -> _OpenAIEpisode:
-        """Fresh chats for the episode on ``seed``."""
-        return _OpenAIEpisode(self, seed)
+        """Fresh chats for the episode on ``seed`` (with the worked examples of ``env`` under
+        ``example: true``)."""
+        return _OpenAIEpisode(self, seed, examples_if(self.sampling.example, env))
 
     def _session(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
         """The client and the in-flight limit of the running event loop (made on first use:
@@ -239,6 +241,7 @@ class OpenAIAgent:
             "top_p": self.sampling.top_p,
             "max_tokens": self.sampling.max_tokens,
             "seed": seed,
+            **({"stop": list(self.sampling.stop)} if self.sampling.stop else {}),
         }
 
     async def request(

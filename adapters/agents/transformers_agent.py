@@ -32,6 +32,7 @@ from teamgym.adapters.agents.chat import (
     SamplingOptions,
     load_chat_model,
 )
+from teamgym.adapters.agents.examples import examples_if
 from teamgym.adapters.agents.kinds import AgentError, AgentSpec
 
 __all__ = ["TransformersAgent"]
@@ -40,8 +41,8 @@ __all__ = ["TransformersAgent"]
 class _TransformersEpisode(ChatEpisode):
     """One episode's chats, answered by the run's model."""
 
-    def __init__(self, owner: TransformersAgent, seed: int) -> None:
-        super().__init__(seed, seed_base=owner.sampling.seed)
+    def __init__(self, owner: TransformersAgent, seed: int, examples: Any = None) -> None:
+        super().__init__(seed, seed_base=owner.sampling.seed, examples=examples)
         self.owner = owner
 
     async def complete(self, messages: list[Message], seed: int, record: dict[str, Any]) -> str:
@@ -53,6 +54,7 @@ class _TransformersEpisode(ChatEpisode):
                 temperature=o.sampling.temperature,
                 top_p=o.sampling.top_p,
                 seed=seed,
+                stop=o.sampling.stop,
                 max_prompt_tokens=o.max_prompt_tokens,
             )
         except RuntimeError as exc:  # out of memory, a device error: this episode fails
@@ -74,8 +76,9 @@ class TransformersAgent:
         self.model: ChatModel = load_chat_model(o["path"], str(spec.option("device")))
 
     def episode(self, env: Any, seed: int) -> _TransformersEpisode:
-        """Fresh chats for the episode on ``seed``."""
-        return _TransformersEpisode(self, seed)
+        """Fresh chats for the episode on ``seed`` (with the worked examples of ``env`` under
+        ``example: true``)."""
+        return _TransformersEpisode(self, seed, examples_if(self.sampling.example, env))
 
     def close(self) -> None:
         """Nothing to release: the model stays cached for later runs in this process."""

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from teamgym.benchmarks.report import Z95, load_run, mean_ci, wilson
+from teamgym.benchmarks.intervals import Z95, mean_ci, wilson
+from teamgym.benchmarks.report import load_run
 
 __all__ = [
     "PairedComparison",

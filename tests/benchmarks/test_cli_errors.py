@@ -71,8 +71,9 @@ def test_env_arg_without_env_names_the_env_that_refused_and_the_ones_that_take_i
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "error: foraging-v1 got unknown argument(s) 'pick_by'; accepted: communication," in out
     assert (
-        "Without --env, --env-arg applies to every env and foraging-v1, hanabi-v0, keydoor-v0, "
-        "kitchen-v0, publicgoods-v0 and thor-assembly-v0 refused pick_by; signal-v1 takes them: "
+        "Without --env, --env-arg applies to every env and foraging-v1, keydoor-v0, "
+        "publicgoods-v0, thor-assembly-v0, hanabi-v0 and kitchen-v0 refused pick_by; signal-v1 "
+        "takes them: "
         "--env signal-v1" in out
     ), out
 

@@ -1,13 +1,15 @@
 """Advantage options for shared-reward GRPO.
 
-* ``grpo`` (VERL's own, the default): each dataset row is one (seed, agent), so VERL's ``uid``
-  groups the ``rollout.n`` trajectories of one agent in one episode seed. The baseline is that
-  agent's mean return on that seed. Use it when agents have distinct roles or parameters.
+* ``grpo`` (VERL's own, the default): VERL's ``uid`` groups the ``rollout.n`` trajectories of
+  one agent in one episode seed (an episode-layout row stores agent ``k``'s trajectories under
+  uid ``U_k``; a per-agent row is one agent). The baseline is that agent's mean return on that
+  seed. Use it when agents have distinct roles or parameters.
 * ``team_grpo`` (registered here): groups the trajectories of *all* agents of the same episode
   seed (``rollout.n x num_agents`` per group). Use it with parameter sharing in symmetric games,
   where one model plays every agent and the agents' returns are comparable.
 
-VERL gives an estimator only the rewards, the mask and the ``uid`` of each row, so the agent
+VERL gives an estimator only the rewards, the mask and the ``uid`` of each row. An
+episode-layout uid names its episode (the text before its ``_``). For per-agent rows the agent
 loops record ``uid -> episode`` as they run, and ``team_grpo`` reads that map and then calls
 VERL's own ``compute_grpo_outcome_advantage`` with episode ids in place of uids. The loops run
 in agent-loop worker actors and the estimator in the trainer actor, so when Ray is up the map
@@ -41,6 +43,7 @@ __all__ = [
     "TEAM_ESTIMATOR",
     "TeamRecordMissingError",
     "compute_team_grpo_advantage",
+    "episode_of",
     "is_padding_uid",
     "record_team",
     "team_keys",
@@ -175,11 +178,22 @@ def is_padding_uid(uid: str) -> bool:
     return bool(_PADDING_UID.fullmatch(str(uid)))
 
 
+def episode_of(uid: str) -> str | None:
+    """The episode of an episode-layout trajectory's uid (``U_k``: row ``U``, agent ``k``; see
+    :mod:`teamgym.adapters.verl.episode_loop`), None for any other uid. verl's uids are UUIDs,
+    which hold no ``_``; its replay buffer groups keys by this same prefix."""
+    return uid.split("_", 1)[0] if "_" in uid else None
+
+
 def team_keys(uids: np.ndarray) -> np.ndarray:
-    """Episode key per uid (VERL's padding rows keep their own uid); raises
+    """Episode key per uid: the row of an episode-layout uid, the recorded episode of a
+    per-agent row (VERL's padding rows keep their own uid); raises
     :class:`TeamRecordMissingError` for any other uid never recorded."""
     uids_list = [str(u) for u in uids]
-    found = _LOCAL.get(uids_list)
+    found = [episode_of(u) for u in uids_list]
+    if any(f is None for f in found):
+        recorded = _LOCAL.get(uids_list)
+        found = [f if f is not None else r for f, r in zip(found, recorded, strict=True)]
     if any(f is None and not is_padding_uid(u) for f, u in zip(found, uids_list, strict=True)):
         actor = _ray_registry(create=False)
         if actor is not None:

@@ -42,6 +42,7 @@ __all__ = [
     "agent_loop_settings",
     "check_engine",
     "manager_class",
+    "train_manifest",
     "validate_config",
     "verl_validate",
     "write_agent_loop_yaml",
@@ -77,6 +78,38 @@ OmegaConf.register_new_resolver(
 )
 
 
+def dataset_manifest(dataset_dir: Any) -> Any:
+    """The ``manifest.json`` of a dataset directory (None when there is none, or no directory)."""
+    import json
+    from pathlib import Path
+
+    from teamgym.adapters.verl.dataset import DatasetManifest
+
+    path = Path(str(dataset_dir)) / "manifest.json" if dataset_dir else None
+    if path is None or not path.is_file():
+        return None
+    return DatasetManifest(**json.loads(path.read_text()))
+
+
+def _trajectories_per_row(batch: Any, dataset_dir: Any) -> int:
+    """``${teamgym.per_row:B,DIR}``: B rows in trajectories per copy (B x the trained agents of
+    an episode-layout dataset, else B): the overlay's mini-batch, one optimizer step a batch."""
+    manifest = dataset_manifest(dataset_dir)
+    return int(batch) * (manifest.agents_per_row if manifest is not None else 1)
+
+
+OmegaConf.register_new_resolver("teamgym.per_row", _trajectories_per_row, replace=True)
+
+
+def train_manifest(cfg: DictConfig) -> Any:
+    """The manifest beside the first of ``data.train_files`` (None when there is none)."""
+    import os.path
+
+    files = cfg.data.get("train_files")
+    first = files if isinstance(files, str) else next(iter(files), None) if files else None
+    return dataset_manifest(os.path.dirname(str(first))) if first else None
+
+
 def agent_loop_entry(cfg: DictConfig) -> dict[str, Any] | None:
     """The ``teamgym_agent`` entry of the configured agent-loop YAML, as written (None if there
     is none)."""
@@ -100,11 +133,14 @@ def _keeps_episodes(rows: int, parts: int, unit: int) -> bool:
     return rows % unit == 0 and -(-rows // parts) % unit == 0
 
 
-def _check_batches(cfg: DictConfig, loop: AgentLoopSettings, unit: int, val_rows: int) -> None:
-    """Train and validation batches, and their cut across agent-loop workers, hold whole episodes."""
+def _check_batches(
+    cfg: DictConfig, loop: AgentLoopSettings, unit: int, val_rows: int, layout: str = "row"
+) -> None:
+    """Train and validation batches, and their cut across agent-loop workers, hold whole episodes
+    (always so in the episode layout: a row is an episode, and no hub is involved)."""
     rollout = cfg.actor_rollout_ref.rollout
     workers = int(rollout.agent.get("num_workers", 1) or 1)
-    local_hub = loop.hub == "local"
+    local_hub = loop.hub == "local" and layout == "row"
     v1 = bool(cfg.trainer.get("use_v1", True))
     batch = int(cfg.data.train_batch_size)
     if batch % unit:
@@ -190,17 +226,19 @@ def validate_config(
     ``nodes``: the Ray cluster's, when connected (see :mod:`.resources`). Raises
     :class:`TeamConfigError` with the fix, and returns warnings (also emitted) for choices that
     run but are probably wrong."""
-    loop = _check_settings(cfg)
-    _check_row_changes(cfg)
+    manifest = train_manifest(cfg)
+    layout = "row" if manifest is None else manifest.layout  # none: the stricter checks
+    loop = _check_settings(cfg, layout)
+    _check_row_changes(cfg, layout)
     notes: list[str] = []
     rollout = cfg.actor_rollout_ref.rollout
     if check_data:
         from teamgym.adapters.verl.dataset import check_files
 
         manifest = check_files(cfg.data.train_files, cfg.data.get("val_files"))
-        _check_batches(cfg, loop, manifest.rows_per_episode, manifest.val_rows)
+        _check_batches(cfg, loop, manifest.rows_per_episode, manifest.val_rows, manifest.layout)
         notes += _check_prompts(cfg, manifest)
-    notes += _check_padding(cfg)
+    notes += _check_padding(cfg, 1 if manifest is None else manifest.agents_per_row)
     from teamgym.adapters.verl.resources import check_resources
 
     notes += check_resources(cfg, nodes)
@@ -224,10 +262,17 @@ def validate_config(
     return notes
 
 
-def _check_row_changes(cfg: DictConfig) -> None:
+def _check_row_changes(cfg: DictConfig, layout: str = "row") -> None:
     """VERL features that evict and refill single rows (each row is one agent of an episode, so
-    a refill brings an agent without its teammates), refused with the setting and the fix."""
+    a refill brings an agent without its teammates), refused with the setting and the fix; the
+    episode layout needs the v1 trainer."""
     v1 = cfg.trainer.get("v1", {})
+    if layout == "episode" and not cfg.trainer.get("use_v1", True):
+        raise TeamConfigError(
+            "trainer.use_v1=false with an episode-layout dataset (one row per episode): the "
+            "legacy trainer takes one trajectory per row; use trainer.use_v1=true, or rebuild "
+            "the dataset with `teamgym verl-data --layout row`"
+        )
     if cfg.trainer.get("use_v1", True) and v1.get("trainer_mode", "sync") != "sync":
         raise TeamConfigError(
             f"trainer.v1.trainer_mode={v1.trainer_mode}: VERL's async modes fetch prompts one row "
@@ -254,7 +299,7 @@ def _check_row_changes(cfg: DictConfig) -> None:
             f"trainer.v1.sampler.custom_sampler={custom.get('path')}:{custom.get('name')}: teamgym "
             "cannot check what a custom replay buffer does to the rows of an episode; unset it"
         )
-    if cfg.data.get("validation_shuffle", True):
+    if cfg.data.get("validation_shuffle", True) and layout == "row":
         raise TeamConfigError(
             "data.validation_shuffle=true lets VERL's validation loader separate the agents of "
             "one episode; set data.validation_shuffle=false"
@@ -280,17 +325,21 @@ def _check_row_changes(cfg: DictConfig) -> None:
             )
 
 
-def _check_padding(cfg: DictConfig) -> list[str]:
+def _check_padding(cfg: DictConfig, agents: int = 1) -> list[str]:
     """The v1 trainer pads every batch to a multiple of lcm(data-parallel size, mini-batch
-    rows) with synthetic rows (zero advantage, see :mod:`.advantage`): refused when the mini-batch
-    is larger than the batch (most of each step would be padding), noted otherwise."""
+    trajectories) with synthetic rows (zero advantage, see :mod:`.advantage`): refused when the
+    mini-batch is larger than the batch (most of each step would be padding), noted otherwise.
+    A batch of B episode-layout rows holds B x ``agents`` (trained agents) trajectories per copy."""
     actor, rollout = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
-    batch, mini, n = int(cfg.data.train_batch_size), int(actor.ppo_mini_batch_size), int(rollout.n)
+    rows, mini, n = int(cfg.data.train_batch_size), int(actor.ppo_mini_batch_size), int(rollout.n)
+    batch = rows * agents  # trajectories per copy
     if mini > batch:
+        per = f" ({rows} episodes x {agents} agents)" if agents > 1 else ""
         raise TeamConfigError(
-            f"actor.ppo_mini_batch_size={mini} exceeds data.train_batch_size={batch}: VERL would "
-            f"pad every step's {batch * n} rows up to {mini * n} with synthetic rows that train "
-            f"nothing (VERL skips this check under use_dynamic_bsz); set ppo_mini_batch_size <= {batch}"
+            f"actor.ppo_mini_batch_size={mini} exceeds the {batch} trajectories per copy of "
+            f"data.train_batch_size={rows}{per}: VERL would pad every step's {batch * n} "
+            f"trajectories up to {mini * n} with synthetic rows that train nothing (VERL skips "
+            f"this check under use_dynamic_bsz); set ppo_mini_batch_size <= {batch}"
         )
     if not cfg.trainer.get("use_v1", True):
         return []  # the legacy trainer does not pad
@@ -340,8 +389,8 @@ def check_engine(cfg: DictConfig) -> None:
         )
 
 
-def _check_settings(cfg: DictConfig) -> AgentLoopSettings:
-    """Settings that lose or split episodes whatever the dataset; returns the loop's settings."""
+def _check_settings(cfg: DictConfig, layout: str = "row") -> AgentLoopSettings:
+    """Settings that lose or split episodes of per-agent rows; returns the loop's settings."""
     rollout = cfg.actor_rollout_ref.rollout
     try:
         loop = agent_loop_settings(cfg)
@@ -352,12 +401,12 @@ def _check_settings(cfg: DictConfig) -> AgentLoopSettings:
             "actor_rollout_ref.rollout.agent.agent_loop_config_path must point at a YAML with a "
             f"'teamgym_agent' entry, e.g. {AGENT_LOOP_CONFIG}"
         )
-    if cfg.data.get("shuffle", True):
+    if cfg.data.get("shuffle", True) and layout == "row":
         raise TeamConfigError(
             "data.shuffle=True lets VERL's sampler separate the agents of one episode across "
             "batches; set data.shuffle=False (teamgym datasets are already shuffled by episode)"
         )
-    if cfg.data.get("filter_overlong_prompts", True):
+    if cfg.data.get("filter_overlong_prompts", True) and layout == "row":
         raise TeamConfigError(
             "data.filter_overlong_prompts=True makes VERL drop single rows, which splits their "
             "episodes; set it to false and measure prompts when building the dataset "

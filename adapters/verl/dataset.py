@@ -1,5 +1,12 @@
-"""Build the parquet files VERL's ``RLHFDataset`` reads: one row per (episode seed, agent).
+"""Build the parquet files VERL's ``RLHFDataset`` reads, in one of two layouts.
 
+``layout="episode"`` (the default; verl's v1 trainer): one row per episode seed, played whole by
+the episode loop (``agent_name`` ``teamgym_episode``), which returns one trajectory per trained
+agent. ``extra_info`` holds the env id, env kwargs (JSON), seed, episode key, the trained agents
+(JSON list, the env's order), the teammates (JSON) and every trained agent's first messages
+(``prompts``, JSON); ``prompt`` is the longest of them (``RLHFDataset`` needs one).
+
+``layout="row"`` (the legacy trainer and the CPU trainer): one row per (episode seed, agent).
 Each row holds the agent's first chat messages (system: the env's instructions; user: its
 first observation) under ``prompt``, ``agent_name`` (our agent loop), and ``extra_info`` with
 the env id, env kwargs (JSON), seed, agent, episode key and the teammates played by baseline
@@ -19,6 +26,7 @@ is recorded in ``manifest.json`` so the train entry can check it against ``data.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
@@ -28,9 +36,10 @@ from typing import Any
 from teamgym.envs.lineup import check_teammates
 from teamgym.envs.registration import make
 from teamgym.envs.seeds import dataset_seeds
-from teamgym.names import AGENT_LOOP_NAME
+from teamgym.names import AGENT_LOOP_NAME, EPISODE_LOOP_NAME
 
 __all__ = [
+    "LAYOUTS",
     "DatasetManifest",
     "DatasetMismatchError",
     "PromptTooLongError",
@@ -40,6 +49,10 @@ __all__ = [
     "episode_rows",
     "prompt_token_lengths",
 ]
+
+
+#: The dataset layouts: one row per episode (v1 trainer), one per (episode, agent).
+LAYOUTS = ("episode", "row")
 
 
 @dataclass(frozen=True)
@@ -63,21 +76,36 @@ class DatasetManifest:
     """The tokenizer the prompt lengths were measured with (None: not measured)."""
     max_prompt_tokens: int | None = None
     """The longest first prompt in tokens of ``tokenizer`` (chat template, generation prompt)."""
+    layout: str = "row"
+    """``episode`` (a row is an episode, played by ``teamgym_episode``) or ``row`` (a row is
+    one agent of an episode)."""
+    agents_per_row: int = 1
+    """Trajectories each row yields per copy: the trained agents (episode layout), else 1."""
 
 
 class PromptTooLongError(ValueError):
     """Some rows' first prompt exceeds the token budget; nothing was written."""
 
 
+def _first_prompts(row: dict[str, Any]) -> list[list[dict[str, str]]]:
+    """The first prompts a row's loop renders: each trained agent's (episode layout), or its one."""
+    prompts = row["extra_info"].get("prompts")
+    return list(json.loads(prompts).values()) if prompts else [list(row["prompt"])]
+
+
 def prompt_token_lengths(rows: Sequence[dict[str, Any]], tokenizer: Any) -> list[int]:
-    """Each row's first prompt in tokens, rendered as VERL's agent loop renders it."""
-    rendered = (
-        tokenizer.apply_chat_template(
-            list(r["prompt"]), add_generation_prompt=True, tokenize=True, return_dict=True
+    """Each row's longest first prompt in tokens, rendered as VERL's agent loop renders it."""
+    return [
+        max(
+            len(
+                tokenizer.apply_chat_template(
+                    messages, add_generation_prompt=True, tokenize=True, return_dict=True
+                )["input_ids"]
+            )
+            for messages in _first_prompts(r)
         )
         for r in rows
-    )
-    return [len(r["input_ids"]) for r in rendered]
+    ]
 
 
 def _kwargs_key(env_kwargs: dict[str, Any]) -> str:
@@ -134,6 +162,36 @@ def episode_rows(
     return rows
 
 
+def whole_episode_rows(
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    seeds: Sequence[int],
+    split: str,
+    start_index: int = 0,
+    teammates: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """The episode-layout rows of the episodes ``seeds``: one per seed, for the episode loop,
+    made from :func:`episode_rows`' rows of its trained agents."""
+    rows, index = [], start_index
+    per_agent = episode_rows(env_id, env_kwargs, seeds, split, teammates=teammates)
+    for _, group in itertools.groupby(per_agent, key=lambda r: r["extra_info"]["episode"]):
+        agents = list(group)
+        info = dict(agents[0]["extra_info"])
+        info.pop("agent")
+        prompts = {a["extra_info"]["agent"]: list(a["prompt"]) for a in agents}
+        info |= {
+            "index": index,
+            "agents": json.dumps(list(prompts)),
+            "prompts": json.dumps(prompts),
+        }
+        longest = max(prompts.values(), key=lambda ms: sum(len(m["content"]) for m in ms))
+        rows.append(
+            {**agents[0], "prompt": longest, "agent_name": EPISODE_LOOP_NAME, "extra_info": info}
+        )
+        index += 1
+    return rows
+
+
 def _longest_prompt(rows: list[dict[str, Any]], tokenizer: str, limit: int) -> int:
     """The longest first prompt in tokens of ``tokenizer``; refuses rows over ``limit``."""
     from transformers import AutoTokenizer
@@ -160,20 +218,25 @@ def build_dataset(
     teammates: dict[str, str] | None = None,
     tokenizer: str | None = None,
     max_prompt_length: int = 2048,
+    layout: str = "episode",
 ) -> DatasetManifest:
-    """Write ``train.parquet``, ``val.parquet`` and ``manifest.json`` into ``out_dir``; with
-    ``tokenizer``, refuse (:class:`PromptTooLongError`) prompts over ``max_prompt_length``."""
+    """Write ``train.parquet``, ``val.parquet`` and ``manifest.json`` into ``out_dir`` in
+    ``layout`` (``episode`` or ``row``: see the module docstring); with ``tokenizer``, refuse
+    (:class:`PromptTooLongError`) prompts over ``max_prompt_length``."""
     import pandas as pd
 
     if train_episodes < 1 or val_episodes < 0:
         raise ValueError("train_episodes must be >= 1 and val_episodes >= 0")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    make_rows = whole_episode_rows if layout == "episode" else episode_rows
     env_kwargs = dict(env_kwargs or {})
     env_kwargs.pop("obs_mode", None)
     train_seeds, val_seeds = dataset_seeds(seed, train_episodes, val_episodes)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    train = episode_rows(env_id, env_kwargs, train_seeds, "train", teammates=teammates)
-    val = episode_rows(
+    train = make_rows(env_id, env_kwargs, train_seeds, "train", teammates=teammates)
+    val = make_rows(
         env_id, env_kwargs, val_seeds, "val", start_index=len(train), teammates=teammates
     )
     max_tokens = (
@@ -194,11 +257,17 @@ def build_dataset(
         val_episodes=val_episodes,
         train_rows=len(train),
         val_rows=len(val),
-        max_prompt_chars=max(sum(len(m["content"]) for m in r["prompt"]) for r in train + val),
+        max_prompt_chars=max(
+            sum(len(m["content"]) for m in ms) for r in train + val for ms in _first_prompts(r)
+        ),
         train_seeds_sha256=hashlib.sha256(json.dumps(sorted(train_seeds)).encode()).hexdigest(),
         val_seeds_sha256=hashlib.sha256(json.dumps(sorted(val_seeds)).encode()).hexdigest(),
         tokenizer=tokenizer,
         max_prompt_tokens=max_tokens,
+        layout=layout,
+        agents_per_row=len(json.loads(train[0]["extra_info"]["agents"]))
+        if layout == "episode"
+        else 1,
     )
     (out / "manifest.json").write_text(
         json.dumps(asdict(manifest), indent=2, sort_keys=True) + "\n"
@@ -276,11 +345,12 @@ def check_files(train_files: Any, val_files: Any = None) -> DatasetManifest:
         raise DatasetMismatchError(
             "data.train_files is empty: point it at `teamgym verl-data` output"
         )
-    units = {m.rows_per_episode for m, _ in train + val}
+    units = {(m.layout, m.rows_per_episode, m.agents_per_row) for m, _ in train + val}
     if len(units) > 1:
         raise DatasetMismatchError(
-            f"data.train_files and data.val_files mix datasets of {sorted(units)} rows per "
-            "episode: VERL's batches would cut episodes; use files of one team size"
+            f"data.train_files and data.val_files mix datasets of {len(units)} layouts or team "
+            "sizes (layout, rows per episode, agents per row: "
+            f"{sorted(units)}): VERL's batches would mix them; use files of one layout and team size"
         )
     measured = [m.max_prompt_tokens for m, _ in train + val]
     return replace(

@@ -24,17 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from teamgym.adapters.verl.episode_env import EpisodeEnv, StepResult
 from teamgym.adapters.verl.settings import AgentLoopSettings
-from teamgym.envs.lineup import Lineup, check_teammates
-from teamgym.envs.metrics import EpisodeTracker
 from teamgym.envs.registration import make
 from teamgym.envs.sharing import RewardSharing
-from teamgym.envs.wrappers import SharedReward
 
 __all__ = ["EpisodeHub", "JoinResult", "StepResult", "get_ray_hub"]
 
@@ -56,42 +53,18 @@ class JoinResult:
     """The agent's valid actions on its first turn."""
 
 
-@dataclass(frozen=True)
-class StepResult:
-    """What a loop gets after the env stepped (or the instance ended)."""
-
-    observation: str
-    """The agent's next observation ("" when done)."""
-    reward: float
-    """The agent's shared reward for this step."""
-    done: bool
-    """Whether the agent's part of the episode is over."""
-    metrics: dict[str, Any] | None = None
-    """Episode metrics (JSON-ready), set when the episode has ended."""
-    aborted: str | None = None
-    """Why the episode was cut short (a loop crashed or timed out), or None."""
-    valid_actions: tuple[str, ...] = ()
-    """The agent's valid actions on its next turn."""
-
-
 @dataclass
 class _Instance:
     id: str
     key: str
-    seed: int
-    env: Any
+    episode: EpisodeEnv
     expected: tuple[str, ...]
     joined: dict[str, asyncio.Future] = field(default_factory=dict)
     started: bool = False
     pending: dict[str, Any] = field(default_factory=dict)
     waiters: dict[str, asyncio.Future] = field(default_factory=dict)
-    missing: tuple[str, ...] = ()
-    tracker: EpisodeTracker | None = None
     aborted: str | None = None
     finished: bool = False
-    teammates: dict[str, Any] = field(default_factory=dict)
-    last_obs: dict[str, Any] = field(default_factory=dict)
-    last_info: dict[str, Any] = field(default_factory=dict)
     slot: int | None = None
 
 
@@ -150,19 +123,13 @@ class EpisodeHub:
                 None,
             )
         if inst is None:
-            env = SharedReward(
-                self.env_factory(env_id, dict(env_kwargs)), sharing or RewardSharing()
+            episode = EpisodeEnv(
+                env_id, env_kwargs, seed, sharing, teammates, self.env_factory, keep=(agent,)
             )
-            if agent not in env.possible_agents:
-                raise ValueError(
-                    f"agent {agent!r} is not in {env_id} (agents: {', '.join(env.possible_agents)})"
-                )
-            policies = self._teammates(env_id, env, seed, teammates or {}, agent)
-            trained = tuple(a for a in env.possible_agents if a not in policies)
             name = f"{key}#{next(self._ids)}" if slot is None else f"{key}#s{slot}"
             if name in self._by_id:
                 name = f"{name}.{next(self._ids)}"
-            inst = _Instance(name, key, seed, env, trained, teammates=policies, slot=slot)
+            inst = _Instance(name, key, episode, episode.trained, slot=slot)
             self._by_id[inst.id] = inst
             if slot is not None:
                 self._slotted[(key, slot)] = inst
@@ -190,17 +157,6 @@ class EpisodeHub:
             inst.started = True  # the pending join_timeout call does nothing
             self._finish(inst)
 
-    @staticmethod
-    def _teammates(
-        env_id: str, env: Any, seed: int, names: dict[str, str], joining: str
-    ) -> dict[str, Any]:
-        """The scripted teammates ``names`` of a new instance (never the ``joining`` agent),
-        each its own policy, seeded by the training rule of
-        :class:`~teamgym.envs.lineup.Lineup` (every one with the episode seed)."""
-        check_teammates(names, env.possible_agents, keep=(joining,))
-        lineup = Lineup.build(env_id, dict(sorted(names.items())), seed=seed, first_slot=None)
-        return lineup.start(env, seed).policies
-
     async def submit(self, instance: str, agent: str, reply: str) -> StepResult:
         """Give ``agent``'s reply for this turn; returns once the env stepped."""
         inst = self._by_id.get(instance)
@@ -213,7 +169,7 @@ class EpisodeHub:
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout=self.turn_timeout)
         except asyncio.TimeoutError:
-            late = sorted(a for a in inst.env.agents if a not in inst.pending)
+            late = sorted(a for a in inst.episode.env.agents if a not in inst.pending)
             self._abort(
                 inst, f"turn timed out after {self.turn_timeout}s waiting for {', '.join(late)}"
             )
@@ -235,67 +191,32 @@ class EpisodeHub:
             return
         inst.started = True
         self._open[inst.key].remove(inst)
-        inst.missing = tuple(a for a in inst.expected if a not in inst.joined)
-        obs, infos = inst.env.reset(seed=inst.seed)
-        inst.tracker = EpisodeTracker(inst.env.possible_agents)
-        inst.last_obs, inst.last_info = dict(obs), dict(infos)
+        inst.episode.missing = tuple(a for a in inst.expected if a not in inst.joined)
+        first = inst.episode.reset()
         for agent, future in inst.joined.items():
             if not future.done():
-                future.set_result(
-                    JoinResult(
-                        inst.id,
-                        obs[agent],
-                        inst.missing,
-                        tuple(infos[agent].get("valid_actions", ())),
-                    )
-                )
+                obs, valid = first[agent]
+                future.set_result(JoinResult(inst.id, obs, inst.episode.missing, valid))
 
     def _maybe_step(self, inst: _Instance) -> None:
-        live = [a for a in inst.env.agents if a not in inst.missing and a not in inst.teammates]
+        episode = inst.episode
+        live = [a for a in episode.live if a not in episode.missing]
         if inst.finished or any(a not in inst.pending for a in live):
             return
-        replies = {a: inst.pending.get(a, "") for a in inst.env.agents}  # missing agents: no-op
-        for a, policy in inst.teammates.items():
-            if a in inst.env.agents:
-                replies[a] = policy.act(a, inst.last_obs[a], inst.last_info[a])
-        inst.pending = {}
-        obs, rewards, terms, truncs, infos = inst.env.step(replies)
-        inst.last_obs.update(obs)
-        inst.last_info.update(infos)
-        assert inst.tracker is not None
-        inst.tracker.step(rewards, infos)
-        done_all = not inst.env.agents
-        metrics = self._metrics(inst) if done_all else None
+        replies, inst.pending = inst.pending, {}
+        results = episode.step(replies)  # missing agents: no-op
         for agent, future in list(inst.waiters.items()):
-            done = bool(terms.get(agent, True) or truncs.get(agent, True))
             if not future.done():
-                future.set_result(
-                    StepResult(
-                        obs.get(agent, "") if not done else "",
-                        float(rewards.get(agent, 0.0)),
-                        done,
-                        metrics if done else None,
-                        valid_actions=()
-                        if done
-                        else tuple(infos.get(agent, {}).get("valid_actions", ())),
-                    )
-                )
+                future.set_result(results[agent])
         inst.waiters = {}
-        if done_all:
+        if not episode.env.agents:
             self._finish(inst)
-
-    def _metrics(self, inst: _Instance) -> dict[str, Any]:
-        assert inst.tracker is not None
-        out = inst.tracker.metrics().to_dict()
-        out["missing_agents"] = list(inst.missing)
-        out["aborted"] = inst.aborted
-        return json.loads(json.dumps(out))
 
     def _abort(self, inst: _Instance, reason: str) -> None:
         if inst.finished:
             return
         inst.aborted = reason
-        metrics = self._metrics(inst)
+        metrics = inst.episode.metrics(reason)
         for future in inst.waiters.values():
             if not future.done():
                 future.set_result(StepResult("", 0.0, True, metrics, reason))
@@ -304,7 +225,7 @@ class EpisodeHub:
 
     def _finish(self, inst: _Instance) -> None:
         inst.finished = True
-        inst.env.close()
+        inst.episode.close()
         self._by_id.pop(inst.id, None)
         if inst.slot is not None and self._slotted.get((inst.key, inst.slot)) is inst:
             del self._slotted[(inst.key, inst.slot)]

@@ -25,10 +25,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from teamgym.docstrings import field_docs
 from teamgym.envs.sharing import RewardSharing
-from teamgym.names import AGENT_LOOP_NAME
+from teamgym.names import AGENT_LOOP_NAME, EPISODE_LOOP_NAME
 
 __all__ = [
     "AGENT_LOOP_CONFIG",
+    "EPISODE_TARGET",
     "LOOP_TARGET",
     "AgentLoopSettings",
     "render_yaml",
@@ -39,6 +40,8 @@ __all__ = [
 AGENT_LOOP_CONFIG = Path(__file__).resolve().parent / "config" / "agent_loop.yaml"
 #: What VERL instantiates for our registry entry (a string: importing it here would load verl).
 LOOP_TARGET = "teamgym.adapters.verl.agent_loop.TeamAgentLoop"
+#: The same for the episode loop's entry (one row per episode, v1 trainer); same settings.
+EPISODE_TARGET = "teamgym.adapters.verl.episode_loop.TeamEpisodeLoop"
 #: How the dict form's scalars are read (a hand-written file may say 60 for 60.0, or 0 for false).
 _CASTS = {"max_reply_tokens": int, "join_timeout": float, "turn_timeout": float, "mask_stop": bool}
 #: Keys of a registry entry that are VERL's and Hydra's, not settings of ours.
@@ -115,12 +118,13 @@ class AgentLoopSettings:
         """Settings from a whole registry entry (VERL's and Hydra's keys left out)."""
         return cls.from_dict({k: v for k, v in entry.items() if k not in _ENTRY_KEYS})
 
-    def entry(self, target: str = LOOP_TARGET) -> dict[str, Any]:
+    def entry(self, target: str = LOOP_TARGET, name: str = AGENT_LOOP_NAME) -> dict[str, Any]:
         """Our agent-loop registry entry with these settings: one item of the YAML file, and
         what the GPU path ships to Ray workers as JSON. ``target``: the loop class VERL
-        instantiates (a user's subclass of ``TeamAgentLoop`` named in their YAML)."""
+        instantiates (a user's subclass of ``TeamAgentLoop`` named in their YAML); ``name``:
+        the rows' ``agent_name`` (``teamgym_episode`` for the episode loop)."""
         return {
-            "name": AGENT_LOOP_NAME,
+            "name": name,
             "_target_": target,
             "_recursive_": False,
             **self.to_dict(),
@@ -147,9 +151,11 @@ def render_yaml(settings: AgentLoopSettings | None = None) -> str:
         "# VERL agent-loop registry entry for teamgym (actor_rollout_ref.rollout.agent.agent_loop_config_path).",
         "# Generated from teamgym.adapters.verl.settings.AgentLoopSettings: edit the class, then run",
         "# `python -m teamgym.adapters.verl.settings`. Keys besides name/_target_/_recursive_ are",
-        "# passed to TeamAgentLoop as keyword arguments.",
+        "# passed to the loop as keyword arguments. Two entries, one set of settings: teamgym_agent",
+        "# (one row per episode and agent) and teamgym_episode (one row per episode, v1 trainer).",
     ]
-    for line in OmegaConf.to_yaml([settings.entry()]).splitlines():
+    entries = [settings.entry(), settings.entry(EPISODE_TARGET, EPISODE_LOOP_NAME)]
+    for line in OmegaConf.to_yaml(entries).splitlines():
         depth = len(line) - len(line.lstrip(" -"))  # 2: a key of the entry, 4: of sharing
         key = line.lstrip(" -").split(":", 1)[0]
         note = {2: notes, 4: shared}.get(depth, {}).get(key)

@@ -33,7 +33,8 @@ from teamgym.adapters.verl.config import (
     verl_validate,
 )
 from teamgym.adapters.verl.resources import cluster_nodes
-from teamgym.adapters.verl.settings import LOOP_TARGET, AgentLoopSettings
+from teamgym.adapters.verl.settings import EPISODE_TARGET, LOOP_TARGET, AgentLoopSettings
+from teamgym.names import EPISODE_LOOP_NAME
 
 __all__ = ["AGENT_LOOP_ENV", "compose_config", "main", "setup_worker"]
 
@@ -46,17 +47,20 @@ SHIPPED_ENV = ("VERL_USE_EXTERNAL_MODULES", "VERL_PLATFORM", "VERL_ENGINE_DEVICE
 
 def setup_worker() -> None:
     """Register our VERL extensions in this process (Ray runs it in every worker): the
-    ``team_grpo`` estimator and the agent loop, with the settings the driver shipped."""
+    ``team_grpo`` estimator and the agent loops (per row and per episode), with the settings
+    the driver shipped."""
     import teamgym.adapters.verl.advantage
-    import teamgym.adapters.verl.agent_loop  # noqa: F401  (registers teamgym_agent)
+    import teamgym.adapters.verl.agent_loop
+    import teamgym.adapters.verl.episode_loop  # noqa: F401  (registers teamgym_episode)
 
     shipped = os.environ.get(AGENT_LOOP_ENV)
     if shipped:
         from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
 
         settings, target = AgentLoopSettings.from_json(shipped)
-        entry: Any = OmegaConf.create(settings.entry(target))
-        _agent_loop_registry[entry.name] = entry  # a node, as VERL's own YAML loading stores
+        for plain in (settings.entry(target), settings.entry(EPISODE_TARGET, EPISODE_LOOP_NAME)):
+            entry: Any = OmegaConf.create(plain)
+            _agent_loop_registry[entry.name] = entry  # a node, as VERL's own YAML loading stores
 
 
 def compose_config(overrides: Sequence[str] = (), cpu: bool = False) -> DictConfig:

@@ -19,6 +19,7 @@ source at verl 0.9.1, so a verl upgrade that changes it fails there first.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any, cast
 
@@ -35,7 +36,8 @@ from verl.experimental.agent_loop.agent_loop import (
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
 from verl.utils.rollout_trace import rollout_trace_attr
 
-from teamgym.names import AGENT_LOOP_NAME
+from teamgym.adapters.verl.episode_loop import SEAT_FIELD
+from teamgym.names import AGENT_LOOP_NAME, EPISODE_LOOP_NAME
 
 __all__ = [
     "TeamAgentLoopManager",
@@ -44,6 +46,8 @@ __all__ = [
     "TeamAgentLoopWorkerTQ",
 ]
 
+#: teamgym's agent loops (the rows' ``agent_name``): built by a call in these workers.
+TEAM_LOOPS = (AGENT_LOOP_NAME, EPISODE_LOOP_NAME)
 #: Registry keys Hydra reads and does not pass on (``name`` it passes, so do we).
 _HYDRA_KEYS = ("_target_", "_recursive_", "_convert_")
 #: Keys that make Hydra call the class otherwise: such an entry takes verl's own path.
@@ -51,16 +55,19 @@ _HYDRA_SPECIAL = ("_args_", "_partial_")
 
 
 class _DirectLoop:
-    """``_run_agent_loop`` with the ``teamgym_agent`` loop built by a call (see the module)."""
+    """``_run_agent_loop`` with teamgym's loops built by a call (see the module)."""
 
-    _team_loop: tuple[Any, Any, dict[str, Any] | None] | None = None
+    _team_loops: dict[str, tuple[Any, Any, dict[str, Any] | None]] | None = None
 
-    def _team_loop_parts(self) -> tuple[type, dict[str, Any] | None]:
-        """The loop's class and the keys the call passes (None: the entry needs Hydra, it has
-        ``_args_`` or ``_partial_``), read once per worker (again only if the registry entry is
-        replaced, as ``setup_worker`` does at start-up)."""
-        entry = _agent_loop_registry[AGENT_LOOP_NAME]
-        if self._team_loop is None or self._team_loop[0] is not entry:
+    def _team_loop_parts(self, name: str) -> tuple[type, dict[str, Any] | None]:
+        """Loop ``name``'s class and the keys the call passes (None: the entry needs Hydra, it
+        has ``_args_`` or ``_partial_``), read once per worker (again only if the registry
+        entry is replaced, as ``setup_worker`` does at start-up)."""
+        entry = _agent_loop_registry[name]
+        if self._team_loops is None:
+            self._team_loops = {}
+        known = self._team_loops.get(name)
+        if known is None or known[0] is not entry:
             plain: Any = (
                 OmegaConf.to_container(entry, resolve=True)
                 if isinstance(entry, DictConfig)
@@ -68,8 +75,12 @@ class _DirectLoop:
             )
             fields = {k: v for k, v in plain.items() if k not in _HYDRA_KEYS}
             direct = None if any(k in plain for k in _HYDRA_SPECIAL) else fields
-            self._team_loop = (entry, hydra.utils.get_class(plain["_target_"]), direct)
-        return self._team_loop[1], self._team_loop[2]
+            known = self._team_loops[name] = (
+                entry,
+                hydra.utils.get_class(plain["_target_"]),
+                direct,
+            )
+        return known[1], known[2]
 
     async def _run_agent_loop(
         self,
@@ -83,8 +94,8 @@ class _DirectLoop:
         """verl's ``AgentLoopWorker._run_agent_loop``, the loop built by a call for teamgym's
         entry; any other agent loop goes to verl's own method."""
         fields = None
-        if agent_name == AGENT_LOOP_NAME and AGENT_LOOP_NAME in _agent_loop_registry:
-            cls, fields = self._team_loop_parts()
+        if agent_name in TEAM_LOOPS and agent_name in _agent_loop_registry:
+            cls, fields = self._team_loop_parts(agent_name)
         if fields is None:  # another loop, or an entry with Hydra's positional/partial keys
             return await super()._run_agent_loop(  # type: ignore[misc]
                 sampling_params, trajectory, agent_name=agent_name, trace=trace, **kwargs
@@ -128,8 +139,27 @@ _TQ_BASE: type = AgentLoopWorkerTQ.__ray_metadata__.modified_class.__ray_actor_c
 # subtype of type"), as Ray carried verl's methods over to the worker process
 @ray.remote
 class TeamAgentLoopWorkerTQ(_DirectLoop, _TQ_BASE):  # type: ignore[misc,valid-type]
-    """verl's v1 ``AgentLoopWorkerTQ`` (TransferQueue writes unchanged) building teamgym's loop
-    by a call, a Ray actor class like verl's."""
+    """verl's v1 ``AgentLoopWorkerTQ`` building teamgym's loops by a call, a Ray actor class like
+    verl's; an episode's outputs are stored one agent per uid (:meth:`_agent_loop_postprocess`)."""
+
+    async def _agent_loop_postprocess(self, output: Any, validate: bool, **kwargs: Any) -> None:
+        """verl's own method, called once per trained agent for an episode loop's outputs
+        (those carrying ``teamgym_seat``): agent ``k`` of row ``U`` is stored under the uid
+        ``U_k`` (keys ``U_k_{session}_0``), so verl's replay buffer, which groups keys by the
+        text before their first ``_``, keeps the episode's trajectories together, while the
+        uid field, which verl's ``grpo`` and validation group by, tells agents apart (see
+        :mod:`teamgym.adapters.verl.episode_loop`). Anything else goes to verl unchanged."""
+        outputs = output if isinstance(output, list) else None
+        if not outputs or any(SEAT_FIELD not in o.extra_fields for o in outputs):
+            return await super()._agent_loop_postprocess(output, validate, **kwargs)
+        uid, put = str(kwargs["uid"]), super()._agent_loop_postprocess
+        # (super() without arguments: the name is the Ray actor class, not this class)
+        await asyncio.gather(
+            *(
+                put(o, validate, **{**kwargs, "uid": f"{uid}_{o.extra_fields[SEAT_FIELD]}"})
+                for o in outputs
+            )
+        )
 
 
 class TeamAgentLoopManager(AgentLoopManager):

@@ -1,4 +1,5 @@
-"""``teamgym verl-data``: parquet datasets for VERL, one row per episode seed and trained agent."""
+"""``teamgym verl-data``: parquet datasets for VERL, one row per episode seed (``--layout
+episode``, verl's v1 trainer) or per episode seed and trained agent (``--layout row``)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ NAME = "verl-data"
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Declare the command and its flags."""
     p = sub.add_parser(
-        NAME, help="write VERL parquet datasets (one row per episode seed and agent)"
+        NAME, help="write VERL parquet datasets (one row per episode, or per episode and agent)"
     )
     p.add_argument("--env", required=True, help="env id, e.g. signal-v1")
     add_env_arg(p)
@@ -55,6 +56,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "if one exceeds --max-prompt-length (VERL would drop it and split its episode)",
     )
     p.add_argument(
+        "--layout",
+        choices=("episode", "row"),
+        default="episode",
+        help="episode: a row is an episode, one trajectory per trained agent (verl's v1 trainer, "
+        "its default); row: a row is one agent of an episode (the legacy trainer, trainer.use_v1=false)",
+    )
+    p.add_argument(
         "--max-prompt-length",
         type=positive_int,
         default=2048,
@@ -82,6 +90,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             mates,
             tokenizer=args.tokenizer,
             max_prompt_length=args.max_prompt_length,
+            layout=args.layout,
         )
     if manifest.max_prompt_tokens is not None:
         console.print(
@@ -90,6 +99,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         )
     console.print(
         f"wrote {manifest.train_rows} train rows ({manifest.train_episodes} episodes) and "
-        f"{manifest.val_rows} validation rows to {args.out} ({manifest.num_agents} agents per episode)"
+        f"{manifest.val_rows} validation rows to {args.out} ({manifest.num_agents} agents per "
+        f"episode; layout {manifest.layout})"
     )
     return 0

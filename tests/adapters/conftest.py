@@ -18,6 +18,23 @@ def dataset_dir(tmp_path_factory) -> Path:
     from teamgym.adapters.verl.dataset import build_dataset
 
     out = tmp_path_factory.mktemp("data")
+    build_dataset(
+        "signal-v0",
+        out,
+        train_episodes=6,
+        val_episodes=2,
+        env_kwargs={"num_rounds": 2},
+        layout="row",
+    )
+    return out
+
+
+@pytest.fixture(scope="session")
+def episode_dataset_dir(tmp_path_factory) -> Path:
+    """The same episodes as ``dataset_dir``, one row per episode (the episode loop's layout)."""
+    from teamgym.adapters.verl.dataset import build_dataset
+
+    out = tmp_path_factory.mktemp("episodes")
     build_dataset("signal-v0", out, train_episodes=6, val_episodes=2, env_kwargs={"num_rounds": 2})
     return out
 

@@ -193,7 +193,7 @@ def test_teamgyms_legacy_worker_gives_what_verls_gives(make_cfg, make_batch, tok
         got.append(
             [{k: v for k, v in r.items() if k not in ("instance", "extra")} for r in _rows(out)]
         )
-    assert worker._team_loop is not None, "ours built the loop through verl's Hydra path"
+    assert worker._team_loops, "ours built the loop through verl's Hydra path"
     verls, ours = got
     assert len({r["score"] for r in verls}) > 1, "the episodes score differently"
     assert ours == verls
@@ -365,6 +365,7 @@ def _dataset_batch(
         val_episodes=1,
         env_kwargs=env_kwargs,
         teammates=teammates,
+        layout="row",
     )
     loop = loop_yaml_writer(tmp_path / "loop.yaml", max_reply_tokens=max_reply_tokens)
     cfg = compose_config(

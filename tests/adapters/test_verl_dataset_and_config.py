@@ -24,7 +24,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_rows_hold_the_first_turn_and_seeds_are_disjoint(tmp_path: Path) -> None:
     m = build_dataset(
-        "signal-v0", tmp_path, train_episodes=30, val_episodes=10, env_kwargs={"num_agents": 3}
+        "signal-v0",
+        tmp_path,
+        train_episodes=30,
+        val_episodes=10,
+        env_kwargs={"num_agents": 3},
+        layout="row",
     )
     train, val = (
         pd.read_parquet(tmp_path / "train.parquet"),
@@ -52,22 +57,86 @@ def test_rows_hold_the_first_turn_and_seeds_are_disjoint(tmp_path: Path) -> None
         train_episodes=30,
         val_episodes=10,
         env_kwargs={"num_agents": 3},
+        layout="row",
     )
     assert (tmp_path / "again" / "train.parquet").read_bytes() == (
         tmp_path / "train.parquet"
     ).read_bytes()
 
 
+def test_episode_rows_hold_every_agents_first_turn(tmp_path: Path) -> None:
+    """The episode layout (the default): one row per seed, the per-agent layout's rows of that
+    seed folded into it (every trained agent's first messages, the agents in the env's order),
+    teammates left out, the same seeds, byte-identical on a rebuild."""
+    m = build_dataset(
+        "signal-v0",
+        tmp_path / "ep",
+        train_episodes=5,
+        val_episodes=2,
+        env_kwargs={"num_agents": 3},
+        teammates={"robot_2": "expert"},
+    )
+    rows_m = build_dataset(
+        "signal-v0",
+        tmp_path / "rows",
+        train_episodes=5,
+        val_episodes=2,
+        env_kwargs={"num_agents": 3},
+        teammates={"robot_2": "expert"},
+        layout="row",
+    )
+    assert (m.layout, m.train_rows, m.val_rows, m.agents_per_row, m.rows_per_episode) == (
+        "episode",
+        5,
+        2,
+        2,
+        1,
+    )
+    assert (rows_m.layout, rows_m.train_rows, rows_m.agents_per_row) == ("row", 10, 1)
+    episodes = pd.read_parquet(tmp_path / "ep" / "train.parquet").to_dict("records")
+    per_agent = pd.read_parquet(tmp_path / "rows" / "train.parquet").to_dict("records")
+    assert [r["agent_name"] for r in episodes] == ["teamgym_episode"] * 5
+    for i, row in enumerate(episodes):
+        info = row["extra_info"]
+        assert json.loads(info["agents"]) == ["robot_0", "robot_1"]
+        assert json.loads(info["teammates"]) == {"robot_2": "expert"}
+        prompts = json.loads(info["prompts"])
+        for j, agent in enumerate(("robot_0", "robot_1")):
+            theirs = per_agent[2 * i + j]
+            assert theirs["extra_info"]["agent"] == agent
+            assert theirs["extra_info"]["seed"] == info["seed"]
+            assert prompts[agent] == [dict(m) for m in theirs["prompt"]]
+    again = build_dataset(
+        "signal-v0",
+        tmp_path / "again",
+        train_episodes=5,
+        val_episodes=2,
+        env_kwargs={"num_agents": 3},
+        teammates={"robot_2": "expert"},
+    )
+    assert again == m
+    assert (tmp_path / "again" / "train.parquet").read_bytes() == (
+        tmp_path / "ep" / "train.parquet"
+    ).read_bytes()
+
+
 def test_verl_rlhf_dataset_reads_our_parquet(tmp_path: Path, tokenizer) -> None:
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    build_dataset("signal-v0", tmp_path, train_episodes=3, val_episodes=1)
+    build_dataset("signal-v0", tmp_path, train_episodes=3, val_episodes=1, layout="row")
     cfg = compose_config([f"teamgym.dataset_dir={tmp_path}", "data.max_prompt_length=1024"])
     ds = RLHFDataset(
         data_files=[str(tmp_path / "train.parquet")], tokenizer=tokenizer, config=cfg.data
     )
     item = ds[1]
     assert item["agent_name"] == "teamgym_agent" and item["extra_info"]["agent"] == "robot_1"
+    assert [m["role"] for m in item["raw_prompt"]] == ["system", "user"]
+    build_dataset("signal-v0", tmp_path / "ep", train_episodes=3, val_episodes=1)
+    ds = RLHFDataset(
+        data_files=[str(tmp_path / "ep" / "train.parquet")], tokenizer=tokenizer, config=cfg.data
+    )
+    item = ds[1]
+    assert item["agent_name"] == "teamgym_episode" and "agent" not in item["extra_info"]
     assert [m["role"] for m in item["raw_prompt"]] == ["system", "user"]
 
 
@@ -169,10 +238,19 @@ def test_gpu_recipe_builds_its_dataset_and_validates_in_ci(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "configuration valid" in proc.stdout
     assert "All configuration checks passed" in proc.stdout  # VERL's validate_config ran
-    assert json.loads((tmp_path / "data" / "manifest.json").read_text())["num_agents"] == 4
+    manifest = json.loads((tmp_path / "data" / "manifest.json").read_text())
+    assert (manifest["num_agents"], manifest["layout"]) == (4, "episode")  # v1's default
+    legacy = subprocess.run(
+        ["bash", str(REPO / "scripts" / "train_verl_grpo.sh"), "trainer.use_v1=false"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert legacy.returncode == 2 and "--layout row" in legacy.stderr
     bad = subprocess.run(
         ["bash", str(REPO / "scripts" / "train_verl_grpo.sh"), "data.train_batch_size=63"],
-        env=env,
+        env={**env, "LAYOUT": "row", "DATA": str(tmp_path / "rows")},
         capture_output=True,
         text=True,
         timeout=600,
@@ -240,7 +318,7 @@ def test_check_only_runs_verls_own_validator(dataset_dir, capsys, monkeypatch) -
 def test_dataset_must_match_its_manifest(tmp_path: Path) -> None:
     from teamgym.adapters.verl.dataset import DatasetMismatchError, check_dataset
 
-    build_dataset("signal-v0", tmp_path, train_episodes=4, val_episodes=2)
+    build_dataset("signal-v0", tmp_path, train_episodes=4, val_episodes=2, layout="row")
     assert check_dataset(tmp_path).train_rows == 8
     train = pd.read_parquet(tmp_path / "train.parquet")
     train.drop(index=3).to_parquet(tmp_path / "train.parquet", index=False)  # a dropped row

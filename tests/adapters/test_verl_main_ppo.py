@@ -148,18 +148,32 @@ def _assert_synced(m: dict[str, Any], step: int) -> None:
 
 
 @pytest.mark.slow
-def test_main_ppo_v1_trains_two_steps_through_vllm(vllm_model_dir, dataset_dir, tmp_path) -> None:
+def test_main_ppo_v1_trains_two_steps_through_vllm(
+    vllm_model_dir, episode_dataset_dir, tmp_path
+) -> None:
     """``python -m teamgym.adapters.verl.train --cpu`` -> verl ``main_ppo.main``: 2 FSDP2 ranks on
-    gloo (two logical Ray GPUs), each with a vLLM replica; 4 rows x n=2 a step, ``grpo``; in
-    step 1 a vLLM server fails mid-episode."""
+    gloo (two logical Ray GPUs), each with a vLLM replica; the episode layout (the default): 2
+    episode rows x n=2 a step, 2 trajectories each, ``grpo`` (one group per agent and episode);
+    in step 1 a vLLM server fails mid-episode; validation after step 2 logs every agent's return
+    and the episode metrics."""
     start = time.monotonic()
     run = tmp_path / "run"
-    rc, log = _run_main_ppo(vllm_model_dir, dataset_dir, run, *VLLM, env=CRASH)
+    rc, log = _run_main_ppo(
+        vllm_model_dir,
+        episode_dataset_dir,
+        run,
+        *VLLM,
+        "data.train_batch_size=2",
+        "trainer.test_freq=2",  # validation after step 2 (the crash is in step 1)
+        env=CRASH,
+    )
     elapsed = time.monotonic() - start
     assert rc == 0, f"main_ppo exited with {rc} after {elapsed:.0f}s:\n{log[-6000:]}"
-    # step 1: the crashed instance (2 rows) and, as groups of one, the other copy of its rows
-    # (2 more) are left out; verl pads the 4 left to 8 with rows of zero advantage
+    # step 1: the crashed session (2 trajectories) and, as groups of one, the other copy of its
+    # episode (2 more) are left out; verl pads the 4 left to 8 with rows of zero advantage
     assert _padding(log) == [(4, 8)], _padding(log)
+    keys = [r["key"] for r in _jsonl(run / "train_batch.jsonl") if not r["key"].startswith("pad")]
+    assert all(len(k.split("_")) == 4 for k in keys), keys  # U_agent_session_0: episode rows
     requests = _jsonl(run / "vllm_requests.jsonl")
     assert [r["step"] for r in requests if r["event"] == "crash"] == [0]  # in step 1
     served = [r for r in requests if r["event"] == "generate"]
@@ -184,16 +198,20 @@ def test_main_ppo_v1_trains_two_steps_through_vllm(vllm_model_dir, dataset_dir, 
     ]
     assert (trained.count(1), trained.count(2)) == (4, 8)  # the rows trained on, padding aside
     assert assert_token_continuity(run) >= 12 * 2
+    # validation (after step 2): every agent's return, the episode metrics, per data source
+    val = steps[2]
+    for name in ("return/robot_0", "return/robot_1", "success", "team_return"):
+        assert any(k.startswith("val-") and f"/{name}/" in k for k in val), (name, sorted(val))
     step_times = [round(steps[s]["timing_s/step"], 1) for s in (1, 2)]
     print(f"main_ppo through vLLM: 2 steps in {elapsed:.0f}s (step times {step_times}s)")
 
 
 @pytest.mark.slow
 def test_main_ppo_team_grpo_through_vllm_survives_a_crash_and_padding_and_learns(
-    vllm_model_dir, dataset_dir, tmp_path
+    vllm_model_dir, episode_dataset_dir, tmp_path
 ) -> None:
-    """``team_grpo`` through ``TaskRunnerV1`` and vLLM: 6 rows x n=2 a step, mini-batches of 5
-    rows x n on 2 ranks, so verl pads every step (to a multiple of 10); in step 1 a vLLM server
+    """``team_grpo`` through ``TaskRunnerV1`` and vLLM, episode layout: 3 episode rows x n=2 a
+    step (12 trajectories), mini-batches of 5 trajectories x n on 2 ranks, so verl pads every step (to a multiple of 10); in step 1 a vLLM server
     fails mid-episode. The warmed-up model's copies score differently, so advantages are
     non-zero and, with no entropy bonus and no KL loss, the gradient is the policy gradient's
     alone. The update must move the policy: step 2's 20 rows make 2 mini-batches, and the second
@@ -202,18 +220,18 @@ def test_main_ppo_team_grpo_through_vllm_survives_a_crash_and_padding_and_learns
     run = tmp_path / "run"
     rc, log = _run_main_ppo(
         vllm_model_dir,
-        dataset_dir,
+        episode_dataset_dir,
         run,
         *VLLM,
         "algorithm.adv_estimator=team_grpo",
-        "data.train_batch_size=6",
+        "data.train_batch_size=3",
         "actor_rollout_ref.actor.ppo_mini_batch_size=5",
         "actor_rollout_ref.actor.entropy_coeff=0",
         env=CRASH,
     )
     assert rc == 0, f"main_ppo exited with {rc}:\n{log[-6000:]}"
     assert "TeamRecordMissingError" not in log
-    # step 1: 12 rows less the aborted episode seed (4) padded to 10; step 2: 12 padded to 20
+    # step 1: 12 trajectories less the aborted episode (4) padded to 10; step 2: 12 padded to 20
     assert _padding(log) == [(8, 10), (12, 20)], _padding(log)
     requests = _jsonl(run / "vllm_requests.jsonl")
     assert [r["step"] for r in requests if r["event"] == "crash"] == [0]

@@ -14,13 +14,14 @@ from omegaconf import OmegaConf
 from teamgym.adapters.cpu.args import TrainArgs
 from teamgym.adapters.verl.settings import (
     AGENT_LOOP_CONFIG,
+    EPISODE_TARGET,
     LOOP_TARGET,
     AgentLoopSettings,
     render_yaml,
     write_agent_loop_yaml,
 )
 from teamgym.envs.sharing import RewardSharing
-from teamgym.names import AGENT_LOOP_NAME, DEFAULT_SHARING_WEIGHT
+from teamgym.names import AGENT_LOOP_NAME, DEFAULT_SHARING_WEIGHT, EPISODE_LOOP_NAME
 
 VERL_DIR = Path(__file__).resolve().parents[2] / "adapters" / "verl"
 CHANGED = AgentLoopSettings(
@@ -40,9 +41,11 @@ def test_the_shipped_yaml_is_the_rendering_of_the_defaults() -> None:
         "adapters/verl/config/agent_loop.yaml differs from AgentLoopSettings' rendering: "
         "run `python -m teamgym.adapters.verl.settings`"
     )
-    (entry,) = OmegaConf.to_container(OmegaConf.load(AGENT_LOOP_CONFIG))
+    entry, episode = OmegaConf.to_container(OmegaConf.load(AGENT_LOOP_CONFIG))
     assert entry == AgentLoopSettings().entry()
     assert entry["name"] == AGENT_LOOP_NAME and entry["_target_"] == LOOP_TARGET
+    # the episode loop's entry: the same settings, its own name and class
+    assert episode == AgentLoopSettings().entry(EPISODE_TARGET, EPISODE_LOOP_NAME)
 
 
 @pytest.mark.parametrize("settings", [AgentLoopSettings(), CHANGED], ids=["defaults", "changed"])
@@ -51,8 +54,9 @@ def test_every_form_reads_back_to_the_same_settings(settings, tmp_path: Path) ->
     assert AgentLoopSettings.from_json(settings.to_json()) == (settings, LOOP_TARGET)  # GPU path
     assert pickle.loads(pickle.dumps(settings)) == settings  # a Ray actor call
     path = write_agent_loop_yaml(tmp_path / "loop.yaml", settings)
-    (entry,) = OmegaConf.load(path)  # as VERL reads it: Hydra nodes
+    entry, episode = OmegaConf.load(path)  # as VERL reads it: Hydra nodes
     assert AgentLoopSettings.from_entry(entry) == settings
+    assert AgentLoopSettings.from_entry(episode) == settings
 
 
 def test_the_reward_sharing_default_is_written_once() -> None:
@@ -66,7 +70,7 @@ def test_the_reward_sharing_default_is_written_once() -> None:
 
 def test_changes_apply_over_the_defaults_and_typos_raise(tmp_path: Path) -> None:
     path = write_agent_loop_yaml(tmp_path / "a.yaml", sharing={"weight": 0.5}, stop=["", "</a>"])
-    (entry,) = OmegaConf.load(path)
+    entry, _ = OmegaConf.load(path)
     got = AgentLoopSettings.from_entry(entry)
     assert got == AgentLoopSettings(sharing=RewardSharing(weight=0.5), stop=("</a>",))
     with pytest.raises(TypeError, match=r"unknown agent-loop settings \['max_reply'\]"):
@@ -103,9 +107,9 @@ def test_a_users_loop_class_reaches_the_gpu_workers(tmp_path: Path) -> None:
     from teamgym.adapters.verl.train import AGENT_LOOP_ENV, compose_config, runtime_config
 
     path = write_agent_loop_yaml(tmp_path / "loop.yaml", CHANGED)
-    (entry,) = OmegaConf.to_container(OmegaConf.load(path))
+    entry, episode = OmegaConf.to_container(OmegaConf.load(path))
     entry["_target_"] = "my_lab.loops.MyTeamLoop"
-    path.write_text(OmegaConf.to_yaml([entry]))
+    path.write_text(OmegaConf.to_yaml([entry, episode]))
     loop_path = f"actor_rollout_ref.rollout.agent.agent_loop_config_path={path}"
     cfg = compose_config([f"teamgym.dataset_dir={tmp_path}", loop_path])
     shipped = runtime_config(cfg).ray_kwargs.ray_init.runtime_env.env_vars[AGENT_LOOP_ENV]

@@ -300,7 +300,7 @@ def test_teamgyms_worker_writes_what_verls_writes(v1, tokenizer, dataset_dir) ->
         order = sorted(range(len(keys)), key=lambda k: (row[keys[k].split("_")[0]], keys[k]))
         written.append({f: [data[f][k].tolist() for k in order] for f in fields})
     # ours took its own path: the loop's class and keys were read once, into the worker
-    built = ray.get(WORKERS[-1].__ray_call__.remote(lambda self: self._team_loop is not None))
+    built = ray.get(WORKERS[-1].__ray_call__.remote(lambda self: bool(self._team_loops)))
     assert built, "TeamAgentLoopWorkerTQ built the loop through verl's Hydra path"
     verls, ours = written
     assert len(verls["responses"]) == len(ROWS) * N
@@ -362,3 +362,193 @@ def test_teamgyms_managers_start_teamgyms_workers(v1) -> None:
     else:
         assert plain is workers.TeamAgentLoopWorker
     assert issubclass(plain, workers._DirectLoop)
+
+
+# ---------------------------------------------------------------- the episode layout
+EPISODES = tuple(range(6))  # the same 6 episodes as ROWS, one row each
+
+
+def _agent_of(key: str) -> tuple[str, str, int]:
+    """An episode-layout key ``U_k_s_0``: (row U, seat k, session s)."""
+    row, seat, session, index = key.split("_")
+    assert index == "0", key
+    return row, seat, int(session)
+
+
+def _sloppy_listener(prompt_text: str) -> str:
+    """Random play, but robot_1 answers nonsense (an invalid reply: a small penalty) on some
+    turns, so the two agents' shared returns differ."""
+    if "You are robot_1" in prompt_text and zlib.crc32(prompt_text.encode()) % 3 == 0:
+        return "I am not sure."
+    return policy_reply(RandomPolicy(seed=3))(prompt_text)
+
+
+@pytest.fixture(scope="module")
+def episode_rollout(v1, tokenizer, episode_dataset_dir):
+    return _rollout(
+        v1,
+        tokenizer,
+        episode_dataset_dir,
+        _sloppy_listener,
+        rows=EPISODES,
+        worker=TeamAgentLoopWorkerTQ,
+    )
+
+
+@pytest.fixture(scope="module")
+def padded_episode_rollout(v1, tokenizer, episode_dataset_dir):
+    return _rollout(
+        v1,
+        tokenizer,
+        episode_dataset_dir,
+        policy_reply(RandomPolicy(seed=4)),
+        rows=EPISODES,
+        pad_to=10,
+        worker=TeamAgentLoopWorkerTQ,
+    )
+
+
+def test_an_episode_row_stores_one_trajectory_per_agent_with_its_own_return(
+    v1, episode_rollout
+) -> None:
+    """Each episode row's ``rollout.n`` sessions give one trajectory per trained agent, stored
+    under the uid ``U_k`` (agent k of row U): verl's replay buffer took them as one group (it
+    groups keys by the text before the first ``_``), and each keeps its own agent's shared
+    return, not the session's last output's (verl's overwrite of earlier outputs' rewards,
+    ``agent_loop_tq.py:172-175``, never applies: one output per put)."""
+    keys, proto, infos, uids = episode_rollout
+    assert len(keys) == len(EPISODES) * N * 2  # 2 agents a session
+    parsed = [_agent_of(k) for k in keys]
+    assert {r for r, _, _ in parsed} == set(uids)
+    for uid in uids:
+        mine = sorted((s, k) for r, k, s in parsed if r == uid)
+        assert mine == [(s, k) for s in range(N) for k in ("0", "1")], uid
+    stored = list(proto.non_tensor_batch["uid"])
+    assert stored == [f"{r}_{k}" for r, k, _ in parsed]  # the uid field: episode and agent
+    scores = proto.batch["rm_scores"].sum(-1)
+    differ = 0
+    for score, info, key in zip(scores.tolist(), infos, keys, strict=True):
+        agent = f"robot_{_agent_of(key)[1]}"
+        assert info["agents"] == '["robot_0", "robot_1"]'
+        returns = tq.kv_batch_get(keys=[key], partition_id="train", select_fields=["extra_fields"])
+        (extra,) = list(returns["extra_fields"])
+        assert extra["teamgym_agent"] == agent
+        own = extra["reward_extra_info"][f"return/{agent}"]
+        assert score == pytest.approx(own), (key, score, own)
+        other = extra["reward_extra_info"][f"return/robot_{1 - int(_agent_of(key)[1])}"]
+        differ += own != other
+    assert differ > 0, "no session where the agents' returns differ: the check above is vacuous"
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "team_grpo"])
+def test_episode_rows_group_per_agent_under_grpo_and_per_episode_under_team_grpo(
+    v1, episode_rollout, padded_episode_rollout, estimator
+) -> None:
+    """verl's own ``grpo`` groups one agent's ``rollout.n`` trajectories of one episode (its
+    uid field ``U_k``; each output is the last of its ``{uid}_{session}``, so verl's
+    last-output rule scores every one), ``team_grpo`` all of an episode's; verl's padding rows
+    get zero advantage in no group."""
+    keys, proto, _, _ = episode_rollout
+    scores = proto.batch["rm_scores"].sum(-1)
+    assert scores.std() > 0, "random play should give varied shared returns"
+    stored = list(proto.non_tensor_batch["uid"])
+    groups = stored if estimator == "grpo" else [u.split("_")[0] for u in stored]
+    assert len(set(groups)) == len(EPISODES) * (2 if estimator == "grpo" else 1)
+    torch.testing.assert_close(
+        _advantages(proto, keys, estimator, v1), _expected(scores, groups), atol=1e-4, rtol=0
+    )
+    # and with verl's padding rows (the same rollout, padded as the v1 trainer pads)
+    keys, proto, _, _ = padded_episode_rollout
+    real = len(EPISODES) * N * 2
+    assert len(keys) == 30 and all(advantage.is_padding_uid(k.split("_")[0]) for k in keys[real:])
+    full = compute_advantage_for_multi_trajectories(
+        proto, batch_keys=keys, adv_estimator=estimator, num_repeat=N, config=v1.algorithm
+    ).batch["advantages"]
+    assert torch.count_nonzero(full[real:]) == 0
+
+
+def test_an_episode_whose_model_call_fails_is_left_out_whole(
+    v1, tokenizer, episode_dataset_dir
+) -> None:
+    """A generate call that fails mid-episode ends that session (nothing written); its row's
+    other copy would leave each agent a GRPO group of one, so it is dropped too; the other
+    episodes are whole."""
+    crashed = {"done": False}
+
+    def reply(prompt_text: str) -> str:
+        if not crashed["done"] and "You are robot_1" in prompt_text and "Step 1/" in prompt_text:
+            crashed["done"] = True
+            raise RuntimeError("rollout server died")
+        return policy_reply(RandomPolicy(seed=5))(prompt_text)
+
+    keys, proto, _, uids = _rollout(
+        v1, tokenizer, episode_dataset_dir, reply, rows=EPISODES, worker=TeamAgentLoopWorkerTQ
+    )
+    assert crashed["done"] is False  # the reply ran in the worker actor, not here
+    per_row = {u: sum(_agent_of(k)[0] == u for k in keys) for u in uids}
+    assert sorted(per_row.values()) == [0] + [N * 2] * (len(EPISODES) - 1), per_row
+    scores = proto.batch["rm_scores"].sum(-1)
+    stored = list(proto.non_tensor_batch["uid"])
+    for estimator, groups in (("grpo", stored), ("team_grpo", [u.split("_")[0] for u in stored])):
+        got = _advantages(proto, keys, estimator, v1)
+        torch.testing.assert_close(got, _expected(scores, groups), atol=1e-4, rtol=0)
+
+
+def test_the_episode_loop_writes_what_the_per_agent_rows_write(
+    v1, tokenizer, dataset_dir, episode_dataset_dir
+) -> None:
+    """The same episodes played by the episode loop (one row each) and by the per-agent loop
+    (a row per agent, meeting in the hub), with a reply that depends on the observation only:
+    the same trajectories, token for token, with the same masks and rewards."""
+    fields = ["input_ids", "response_mask", "rm_scores", "extra_fields"]
+    played = []
+    for data_dir, rows in ((dataset_dir, ROWS), (episode_dataset_dir, EPISODES)):
+        keys, _, _, _ = _rollout(
+            v1, tokenizer, data_dir, _fixed_reply, rows=rows, worker=TeamAgentLoopWorkerTQ
+        )
+        data = tq.kv_batch_get(keys=keys, partition_id="train", select_fields=fields)
+        played.append(
+            sorted(
+                (
+                    e["teamgym_episode"],
+                    e["teamgym_agent"],
+                    tuple(int(t) for t in ids),
+                    tuple(int(m) for m in mask),
+                    round(float(r.sum()), 6),
+                )
+                for ids, mask, r, e in zip(
+                    data["input_ids"],
+                    data["response_mask"],
+                    data["rm_scores"],
+                    data["extra_fields"],
+                    strict=True,
+                )
+            )
+        )
+    rows, episodes = played
+    assert len(rows) == len(episodes) == len(ROWS) * N
+    assert rows == episodes
+
+
+def test_the_verl_conventions_the_episode_layout_relies_on() -> None:
+    """What teamgym's episode layout reads of verl 0.9.1's private code, pinned: the v1 worker's
+    key format and its uid field taken from the call's keyword arguments; the replay buffer
+    grouping keys by the text before the first ``_``; ``grpo`` and validation parsing
+    ``{uid}_{session}_{index}`` from the right. A verl that changes one fails here first
+    (re-read ``adapters/verl/workers.py`` and ``episode_loop.py`` against it)."""
+    import inspect
+
+    from verl.trainer.ppo.v1 import replay_buffer, trainer_base, utils
+
+    post = inspect.getsource(
+        AgentLoopWorkerTQ.__ray_metadata__.modified_class._agent_loop_postprocess
+    )
+    assert 'keys.append(f"{uid}_{session_id}_{i}")' in post
+    assert "field.update(kwargs)" in post
+    assert 'uid, session_id = kwargs["uid"], kwargs["session_id"]' in post
+    buffer = inspect.getsource(replay_buffer)
+    assert buffer.count('key.split("_")[0]') >= 4
+    assert 'fields = key.rsplit("_", 2)' in inspect.getsource(utils)
+    assert 'parts = key.rsplit("_", 2)' in inspect.getsource(trainer_base)
+    # verl's uids (dataset rows and padding) never hold the separator
+    assert "_" not in str(uuid.uuid4())

@@ -1,0 +1,144 @@
+"""One episode's env as VERL's loops play it: the part the episode hub and the episode loop share.
+
+:class:`EpisodeEnv` builds the env with reward sharing and the scripted teammates (seeded by
+:class:`~teamgym.envs.lineup.Lineup`'s training rule), resets it with the episode seed, steps it
+with the trained agents' replies (the teammates' moves added, an absent agent's reply a no-op),
+and tracks the episode metrics. The per-row loop reaches it through the episode hub
+(:mod:`teamgym.adapters.verl.hub`, where the loops of one episode meet); the episode loop
+(:mod:`teamgym.adapters.verl.episode_loop`) owns one directly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from teamgym.envs.lineup import Lineup, check_teammates
+from teamgym.envs.metrics import EpisodeTracker
+from teamgym.envs.registration import make
+from teamgym.envs.sharing import RewardSharing
+from teamgym.envs.wrappers import SharedReward
+
+__all__ = ["EpisodeEnv", "StepResult"]
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What one agent gets after the env stepped (or the episode ended)."""
+
+    observation: str
+    """The agent's next observation ("" when done)."""
+    reward: float
+    """The agent's shared reward for this step."""
+    done: bool
+    """Whether the agent's part of the episode is over."""
+    metrics: dict[str, Any] | None = None
+    """Episode metrics (JSON-ready), set when the episode has ended."""
+    aborted: str | None = None
+    """Why the episode was cut short (a loop crashed or timed out), or None."""
+    valid_actions: tuple[str, ...] = ()
+    """The agent's valid actions on its next turn."""
+
+
+def _make(env_id: str, kwargs: dict[str, Any]) -> Any:
+    return make(env_id, **kwargs)
+
+
+class EpisodeEnv:
+    """One episode: env, reward sharing, scripted teammates, metrics (see the module docstring).
+
+    Args:
+        env_id, env_kwargs: what to build (``factory(env_id, env_kwargs)``, ``make`` by default).
+        seed: the episode seed (reset, and the teammates' seeds).
+        sharing: how individual rewards mix (``RewardSharing()`` when None).
+        teammates: agents played by a baseline (``{"robot_0": "expert"}``); the rest are trained.
+        keep: agents the caller plays, which must be agents of the env and not teammates.
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        env_kwargs: Mapping[str, Any],
+        seed: int,
+        sharing: RewardSharing | None = None,
+        teammates: Mapping[str, str] | None = None,
+        factory: Callable[[str, dict[str, Any]], Any] | None = None,
+        keep: Collection[str] = (),
+    ) -> None:
+        self.env = SharedReward(
+            (factory or _make)(env_id, dict(env_kwargs)), sharing or RewardSharing()
+        )
+        unknown = [a for a in keep if a not in self.env.possible_agents]
+        if unknown:
+            self.env.close()
+            raise ValueError(
+                f"agent {unknown[0]!r} is not in {env_id} "
+                f"(agents: {', '.join(self.env.possible_agents)})"
+            )
+        names = dict(sorted((teammates or {}).items()))
+        check_teammates(names, self.env.possible_agents, keep=tuple(keep))
+        self.seed = int(seed)
+        self.teammates = (
+            Lineup.build(env_id, names, seed=seed, first_slot=None).start(self.env, seed).policies
+        )
+        self.trained: tuple[str, ...] = tuple(
+            a for a in self.env.possible_agents if a not in self.teammates
+        )
+        """The agents the model plays, in the env's order."""
+        self.missing: tuple[str, ...] = ()
+        """Trained agents no one plays (the hub's rows that never joined): their replies are no-ops."""
+        self.tracker: EpisodeTracker | None = None
+        self.last_obs: dict[str, Any] = {}
+        self.last_info: dict[str, Any] = {}
+
+    def reset(self) -> dict[str, tuple[str, tuple[str, ...]]]:
+        """Reset with the seed: each agent's first observation and valid actions."""
+        obs, infos = self.env.reset(seed=self.seed)
+        self.tracker = EpisodeTracker(self.env.possible_agents)
+        self.last_obs, self.last_info = dict(obs), dict(infos)
+        return {a: (obs[a], tuple(infos[a].get("valid_actions", ()))) for a in obs}
+
+    @property
+    def live(self) -> tuple[str, ...]:
+        """The trained agents still acting."""
+        return tuple(a for a in self.env.agents if a not in self.teammates)
+
+    def step(self, replies: Mapping[str, str]) -> dict[str, StepResult]:
+        """Step with ``replies`` of the trained agents (a live agent without one: the env's
+        no-op) and the teammates' moves; a :class:`StepResult` per agent that acted, with the
+        episode metrics once the episode is over."""
+        joint = {a: replies.get(a, "") for a in self.env.agents}
+        for agent, policy in self.teammates.items():
+            if agent in joint:
+                joint[agent] = policy.act(agent, self.last_obs[agent], self.last_info[agent])
+        obs, rewards, terms, truncs, infos = self.env.step(joint)
+        self.last_obs.update(obs)
+        self.last_info.update(infos)
+        assert self.tracker is not None, "step() before reset()"
+        self.tracker.step(rewards, infos)
+        metrics = None if self.env.agents else self.metrics()
+        out = {}
+        for agent in joint:
+            done = bool(terms.get(agent, True) or truncs.get(agent, True))
+            out[agent] = StepResult(
+                "" if done else obs.get(agent, ""),
+                float(rewards.get(agent, 0.0)),
+                done,
+                metrics if done else None,
+                valid_actions=() if done else tuple(infos.get(agent, {}).get("valid_actions", ())),
+            )
+        return out
+
+    def metrics(self, aborted: str | None = None) -> dict[str, Any]:
+        """The episode metrics so far (JSON-ready), with the agents no one played and why the
+        episode was cut short, if it was."""
+        tracker = self.tracker or EpisodeTracker(self.env.possible_agents)
+        out = tracker.metrics().to_dict()
+        out["missing_agents"] = list(self.missing)
+        out["aborted"] = aborted
+        return json.loads(json.dumps(out))
+
+    def close(self) -> None:
+        self.env.close()

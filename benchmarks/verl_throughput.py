@@ -347,6 +347,7 @@ def _config(
         episodes,
         1,
         {"num_agents": num_agents, "num_rounds": num_rounds},
+        layout="row",  # the per-agent rows this benchmark measures (the episode layout: issue 38)
     )
     loop_yaml = write_agent_loop_yaml(work / "agent_loop.yaml", max_reply_tokens=32)
     return compose_config(

@@ -178,10 +178,11 @@ def test_main_ppo_v1_trains_two_steps_through_vllm(
     assert [r["step"] for r in requests if r["event"] == "crash"] == [0]  # in step 1
     served = [r for r in requests if r["event"] == "generate"]
     assert {r["replica"] for r in served} == {0, 1}
-    assert {r["global_steps"] for r in served} == {0, 1}  # the weight version of steps 1 and 2
+    # the weight versions of steps 1 and 2, and of the validation after step 2 (greedy)
+    assert {r["global_steps"] for r in served} == {0, 1, 2}
     for r in served:  # what the agent loop asked the engine for, as vLLM got it
         assert r["sampling"]["max_tokens"] <= 24 and r["sampling"]["logprobs"] is True
-        assert r["sampling"]["temperature"] == 1.0
+        assert r["sampling"]["temperature"] == (1.0 if r["global_steps"] < 2 else 0)
         assert len(r["log_probs"]) == len(r["token_ids"]) > 0
     steps = _steps(run)
     assert sorted(steps) == [1, 2]

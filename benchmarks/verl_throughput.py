@@ -188,7 +188,7 @@ def _run_legacy(
 
     worker = (AgentLoopWorker if stock else TeamAgentLoopWorker)(cfg, server)
     asyncio.run(worker.generate_sequences(_batch(cfg, data, tokenizer, n)))
-    if not stock and getattr(worker, "_team_loop", None) is None:
+    if not stock and not getattr(worker, "_team_loops", None):
         raise RuntimeError("teamgym's worker took verl's Hydra path: is teamgym_agent registered?")
     if hasattr(server, "max_in_flight"):
         server.max_in_flight = 0

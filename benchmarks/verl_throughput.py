@@ -58,6 +58,9 @@ class ThroughputResult:
     max_in_flight: int | None
     trainer: str = "legacy"
     """The worker measured: ``v1`` (``AgentLoopWorkerTQ``, what ``main_ppo`` runs) or ``legacy``."""
+    layout: str = "row"
+    """The dataset layout: ``episode`` (a row per episode, the episode loop; v1 only) or ``row``
+    (a row per agent, meeting in the episode hub). ``rows`` counts trajectories either way."""
     stock: bool = False
     """verl's own worker class (Hydra builds the loop), not teamgym's subclass."""
     cpu_seconds: float = 0.0
@@ -97,10 +100,12 @@ def measure_throughput(
     servers: tuple[str, ...] = ("latency", "model"),
     legacy: bool = False,
     stock: bool = False,
+    layouts: tuple[str, ...] | None = None,
 ) -> list[ThroughputResult]:
-    """Measure the adapter with each server kind through VERL's v1 worker (or, with ``legacy``,
-    the legacy one), teamgym's subclass of it or, with ``stock``, verl's class; builds a local
-    model when none is given."""
+    """Measure the adapter with each dataset layout and server kind through VERL's v1 worker
+    (or, with ``legacy``, the legacy one), teamgym's subclass of it or, with ``stock``, verl's
+    class; builds a local model when none is given. ``layouts``: ``episode`` and/or ``row``
+    (default: ``episode`` under v1, ``row`` for the legacy worker, which takes no other)."""
     from transformers import AutoTokenizer
 
     from teamgym.adapters.agents.local_model import LocalModelConfig, build_local_model
@@ -110,6 +115,9 @@ def measure_throughput(
     vllm = "vllm" in servers
     if vllm and legacy:
         raise ValueError("the vllm server is measured through the v1 worker only (no --legacy)")
+    layouts = layouts or (("row",) if legacy else ("episode",))
+    if legacy and "episode" in layouts:
+        raise ValueError("the legacy worker takes one trajectory per row: use the row layout")
     if vllm:  # verl's CPU platform and the vLLM CPU build's patches, here and in Ray's workers
         from teamgym.adapters.verl.train import use_cpu_host
 
@@ -119,11 +127,12 @@ def measure_throughput(
     built = LocalModelConfig(num_attention_heads=2) if vllm else None
     model_dir = Path(model_dir) if model_dir else build_local_model(work / "model", built)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    cfg = _config(work, model_dir, episodes, num_agents, num_rounds, n, cpu=vllm)
     turns = 2 * num_rounds
     run = _run_legacy if legacy else _run_v1
     results = []
-    for kind in servers:
+    for layout, kind in [(layout, kind) for layout in layouts for kind in servers]:
+        data = work / f"data-{layout}"
+        cfg = _config(work, model_dir, episodes, num_agents, num_rounds, n, vllm, layout)
         if kind == "latency":
             server: Any = ScriptedServer(
                 tokenizer, policy_reply(RandomPolicy(seed=0)), latency=latency
@@ -132,7 +141,7 @@ def measure_throughput(
             server = "vllm"  # started by verl once Ray runs (_run_v1)
         else:
             server = LocalModelServer(model_dir)
-        got = run(cfg, work / "data", tokenizer, server, n, stock)
+        got = run(cfg, data, tokenizer, server, n, stock)
         rows, seconds, turns_played = got.rows, got.seconds, max(1, got.rows * turns)
         cpu = sum(got.cpu.values())
         results.append(
@@ -150,6 +159,7 @@ def measure_throughput(
                 concurrency_ratio=seconds / (turns * latency) if kind == "latency" else None,
                 max_in_flight=got.in_flight,
                 trainer="legacy" if legacy else "v1",
+                layout=layout,
                 stock=stock,
                 cpu_seconds=cpu,
                 cpu_ms_per_agent_turn=cpu / turns_played * 1e3,
@@ -334,25 +344,28 @@ def _config(
     num_rounds: int,
     n: int = 1,
     cpu: bool = False,
+    layout: str = "row",
 ) -> Any:
-    """The benchmark's signal-v0 dataset in ``work/data`` and VERL's composed config for it
-    (``cpu``: with the CPU host's overlay, which vLLM's CPU build needs)."""
+    """The benchmark's signal-v0 dataset in ``work/data-LAYOUT`` and VERL's composed config for
+    it (``cpu``: with the CPU host's overlay, which vLLM's CPU build needs)."""
     from teamgym.adapters.verl.config import write_agent_loop_yaml
     from teamgym.adapters.verl.dataset import build_dataset
     from teamgym.adapters.verl.train import compose_config
 
-    build_dataset(
-        "signal-v0",
-        work / "data",
-        episodes,
-        1,
-        {"num_agents": num_agents, "num_rounds": num_rounds},
-        layout="row",  # the per-agent rows this benchmark measures (the episode layout: issue 38)
-    )
+    data = work / f"data-{layout}"
+    if not (data / "manifest.json").is_file():
+        build_dataset(
+            "signal-v0",
+            data,
+            episodes,
+            1,
+            {"num_agents": num_agents, "num_rounds": num_rounds},
+            layout=layout,
+        )
     loop_yaml = write_agent_loop_yaml(work / "agent_loop.yaml", max_reply_tokens=32)
     return compose_config(
         [
-            f"teamgym.dataset_dir={work / 'data'}",
+            f"teamgym.dataset_dir={data}",
             f"actor_rollout_ref.model.path={model_dir}",
             "actor_rollout_ref.rollout.prompt_length=1024",
             "actor_rollout_ref.rollout.response_length=1024",

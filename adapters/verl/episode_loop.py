@@ -115,7 +115,10 @@ class TeamEpisodeLoop(TeamLoopBase):
     """Agent loop playing a whole episode per row (see the module docstring). Takes the same
     YAML keys as ``TeamAgentLoop``; ``hub`` and ``join_timeout`` do not apply (no hub)."""
 
-    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[AgentLoopOutput]:
+    # verl types run() as returning one output; its v1 worker takes a list (agent_loop_tq.py:150-155)
+    async def run(  # type: ignore[override]
+        self, sampling_params: dict[str, Any], **kwargs: Any
+    ) -> list[AgentLoopOutput]:
         """Play one copy of the row's episode; returns one trajectory per trained agent, in
         the env's agent order."""
         row = EpisodeRow.from_kwargs(kwargs)

@@ -273,13 +273,20 @@ def _check_row_changes(cfg: DictConfig, layout: str = "row") -> None:
             "legacy trainer takes one trajectory per row; use trainer.use_v1=true, or rebuild "
             "the dataset with `teamgym verl-data --layout row`"
         )
-    if cfg.trainer.get("use_v1", True) and v1.get("trainer_mode", "sync") != "sync":
+    mode = str(v1.get("trainer_mode", "sync"))
+    if cfg.trainer.get("use_v1", True) and mode != "sync" and layout == "row":
         raise TeamConfigError(
-            f"trainer.v1.trainer_mode={v1.trainer_mode}: VERL's async modes fetch prompts one row "
-            "at a time (gen_batch_size forced to 1) and evict stale groups (partial rollouts past "
+            f"trainer.v1.trainer_mode={mode}: VERL's async modes fetch prompts one row at a time "
+            "(gen_batch_size forced to 1) and evict stale groups (partial rollouts past "
             "trainer.v1.sampler.max_off_policy_threshold) to refill them row by row, which splits "
-            "the agents of an episode (per-agent rows; with episode rows teamgym has not trained "
-            "through them yet); use trainer.v1.trainer_mode=sync"
+            "the agents of an episode; use trainer.v1.trainer_mode=sync, or an episode-layout "
+            "dataset (`teamgym verl-data --layout episode`) with colocate_async"
+        )
+    if cfg.trainer.get("use_v1", True) and mode == "separate_async":
+        raise TeamConfigError(
+            "trainer.v1.trainer_mode=separate_async: teamgym has not trained through it (it puts "
+            "the trainer and the rollout replicas on separate GPU pools, which the CPU tests "
+            "cannot lay out); use colocate_async (episode rows) or sync"
         )
     filter_groups = cfg.algorithm.get("filter_groups") or {}
     if filter_groups.get("enable") and layout == "row":

@@ -382,9 +382,9 @@ def test_verl_features_that_split_or_refill_rows_are_refused(dataset_dir, overri
 
 def test_episode_rows_take_what_per_agent_rows_refuse(episode_dataset_dir) -> None:
     """With a row per episode, VERL's shuffles, chunking, DAPO filtering (on a metric the loop
-    writes) and refills act on whole episodes: accepted; an unknown DAPO metric (VERL would stop
-    at the first rollout), the legacy trainer and the async modes (not trained through yet) are
-    refused, each with its reason."""
+    writes), refills and the colocated async trainer act on whole episodes: accepted; an unknown
+    DAPO metric (VERL would stop at the first rollout), the legacy trainer and the separate async
+    trainer (not trained through) are refused, each with its reason."""
     base = ["data.train_batch_size=3", "actor_rollout_ref.rollout.agent.num_workers=2"]
     ok = [
         "data.shuffle=true",
@@ -393,6 +393,7 @@ def test_episode_rows_take_what_per_agent_rows_refuse(episode_dataset_dir) -> No
         "algorithm.filter_groups.enable=true",
         "algorithm.filter_groups.metric=team_return",
         "trainer.v1.sampler.sync_refill_failed_groups=true",
+        "trainer.v1.trainer_mode=colocate_async",
     ]
     cfg = _cfg(episode_dataset_dir, *base, *ok)
     notes = validate_config(cfg, check_data=True)
@@ -402,7 +403,7 @@ def test_episode_rows_take_what_per_agent_rows_refuse(episode_dataset_dir) -> No
     for overrides, named in (
         ((dapo, "algorithm.filter_groups.metric=acc"), "metric=acc: the episode loop does not"),
         (("trainer.use_v1=false",), "--layout row"),
-        (("trainer.v1.trainer_mode=separate_async",), "not trained through them yet"),
+        (("trainer.v1.trainer_mode=separate_async",), "has not trained through it"),
         (("actor_rollout_ref.actor.ppo_mini_batch_size=7",), "the 6 trajectories per copy"),
     ):
         with pytest.raises(TeamConfigError, match=named):

@@ -290,6 +290,39 @@ def test_main_ppo_filters_and_refills_whole_episodes(
 
 
 @pytest.mark.slow
+def test_main_ppo_colocated_async_trains_on_whole_episodes(
+    vllm_model_dir, episode_dataset_dir, tmp_path
+) -> None:
+    """verl's asynchronous trainer (``colocate_async``: rollouts run ahead of the update, one
+    warm-up batch) on episode rows, with staleness control on: 2 steps train, step 2 on
+    trajectories from the weights one update old (what makes it asynchronous), every group a
+    whole episode."""
+    run = tmp_path / "run"
+    rc, log = _run_main_ppo(
+        vllm_model_dir,
+        episode_dataset_dir,
+        run,
+        *VLLM,
+        "data.train_batch_size=2",
+        "trainer.v1.trainer_mode=colocate_async",
+        "trainer.v1.sampler.max_off_policy_threshold=2",
+    )
+    assert rc == 0, f"main_ppo exited with {rc}:\n{log[-6000:]}"
+    steps = _steps(run)
+    assert sorted(steps) == [1, 2]
+    for m in steps.values():
+        assert m["actor/grad_norm"] > 0 and math.isfinite(m["actor/loss"])
+    assert steps[1]["training/off_policy/trajectory_staleness/max"] == 0
+    assert steps[2]["training/off_policy/trajectory_staleness/min"] >= 1  # generated ahead
+    groups: dict[tuple[int, str], list[str]] = defaultdict(list)
+    for row in _jsonl(run / "train_batch.jsonl"):
+        if not row["key"].startswith("pad"):
+            groups[(row["step"], row["key"].split("_")[0])].append(row["key"])
+    assert sorted(step for step, _ in groups) == [1, 1, 2, 2]
+    assert all(len(keys) == 4 for keys in groups.values()), groups  # 2 agents x 2 copies
+
+
+@pytest.mark.slow
 def test_weight_sync_check_catches_vllm_serving_stale_weights(
     vllm_model_dir, dataset_dir, tmp_path
 ) -> None:

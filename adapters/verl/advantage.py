@@ -56,6 +56,8 @@ REGISTRY_NAMESPACE = "teamgym"
 REGISTRY_CAPACITY = 1_000_000
 #: VERL's synthetic padding uid (``padding_utils.upsample_batch_to_divisible_size``).
 _PADDING_UID = re.compile(r"pad[0-9a-f]{32}")
+#: An episode-layout trajectory's uid: verl's row uid (``uuid4``) and the agent's seat.
+_EPISODE_UID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})_(\d+)")
 
 
 class TeamRecordMissingError(RuntimeError):
@@ -179,10 +181,11 @@ def is_padding_uid(uid: str) -> bool:
 
 
 def episode_of(uid: str) -> str | None:
-    """The episode of an episode-layout trajectory's uid (``U_k``: row ``U``, agent ``k``; see
-    :mod:`teamgym.adapters.verl.episode_loop`), None for any other uid. verl's uids are UUIDs,
-    which hold no ``_``; its replay buffer groups keys by this same prefix."""
-    return uid.split("_", 1)[0] if "_" in uid else None
+    """The episode of an episode-layout trajectory's uid (``U_k``: row ``U``, a UUID as verl
+    makes them, and the agent's seat ``k``; see :mod:`teamgym.adapters.verl.episode_loop`), None
+    for any other uid. verl's replay buffer groups keys by this same prefix."""
+    match = _EPISODE_UID.fullmatch(uid)
+    return match.group(1) if match else None
 
 
 def team_keys(uids: np.ndarray) -> np.ndarray:

@@ -30,7 +30,7 @@ from teamgym.adapters.verl.settings import (
     AgentLoopSettings,
     write_agent_loop_yaml,
 )
-from teamgym.names import AGENT_LOOP_NAME
+from teamgym.names import AGENT_LOOP_NAME, EPISODE_LOOP_NAME
 
 __all__ = [
     "AGENT_LOOP_CONFIG",
@@ -110,14 +110,14 @@ def train_manifest(cfg: DictConfig) -> Any:
     return dataset_manifest(os.path.dirname(str(first))) if first else None
 
 
-def agent_loop_entry(cfg: DictConfig) -> dict[str, Any] | None:
-    """The ``teamgym_agent`` entry of the configured agent-loop YAML, as written (None if there
-    is none)."""
+def agent_loop_entry(cfg: DictConfig, name: str = AGENT_LOOP_NAME) -> dict[str, Any] | None:
+    """The ``name`` entry (``teamgym_agent`` by default) of the configured agent-loop YAML, as
+    written (None if there is none)."""
     path = cfg.actor_rollout_ref.rollout.agent.get("agent_loop_config_path")
     if not path:
         return None
     entries: Any = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    return next((e for e in entries or [] if e.get("name") == AGENT_LOOP_NAME), None)
+    return next((e for e in entries or [] if e.get("name") == name), None)
 
 
 def agent_loop_settings(cfg: DictConfig) -> AgentLoopSettings | None:
@@ -297,7 +297,9 @@ def _check_row_changes(cfg: DictConfig, layout: str = "row") -> None:
             "dataset (`teamgym verl-data --layout episode`), where a group is a whole episode"
         )
     if filter_groups.get("enable"):
-        _check_filter_metric(str(filter_groups.get("metric") or ""))
+        _check_filter_metric(
+            str(filter_groups.get("metric") or ""), str(cfg.algorithm.adv_estimator)
+        )
     sampler = v1.get("sampler", {})
     if sampler.get("sync_refill_failed_groups") and layout == "row":
         raise TeamConfigError(
@@ -338,12 +340,21 @@ def _check_row_changes(cfg: DictConfig, layout: str = "row") -> None:
             )
 
 
-def _check_filter_metric(metric: str) -> None:
-    """DAPO's ``algorithm.filter_groups.metric`` is one the episode loop writes: verl reads it from
-    every trajectory's ``reward_extra_info`` (or ``reward``: the summed ``rm_scores``) and raises
-    mid-run, after the first rollout, when a group lacks it."""
+def _check_filter_metric(metric: str, estimator: str) -> None:
+    """DAPO's ``algorithm.filter_groups.metric`` is an episode metric the episode loop writes
+    (verl reads it from every trajectory's ``reward_extra_info`` and raises mid-run, after the
+    first rollout, when a group lacks it), or ``reward`` under ``team_grpo``: verl's group is the
+    whole episode (every agent, every copy), whose summed ``rm_scores`` differ between agents
+    under reward sharing, while ``grpo``'s groups are one agent's copies."""
     from teamgym.adapters.verl.loop_base import LOGGED_METRICS
 
+    if metric == "reward" and estimator != "team_grpo":
+        raise TeamConfigError(
+            f"algorithm.filter_groups.metric=reward with adv_estimator={estimator}: VERL filters "
+            "a whole episode (every agent's trajectories) at once, whose rewards differ between "
+            "agents, so it would keep episodes where one agent's copies all scored the same; "
+            f"use an episode metric ({', '.join(LOGGED_METRICS)}), or adv_estimator=team_grpo"
+        )
     known = ("reward", *LOGGED_METRICS)
     if metric not in known:
         raise TeamConfigError(
@@ -361,6 +372,13 @@ def _check_padding(cfg: DictConfig, agents: int = 1) -> list[str]:
     actor, rollout = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
     rows, mini, n = int(cfg.data.train_batch_size), int(actor.ppo_mini_batch_size), int(rollout.n)
     batch = rows * agents  # trajectories per copy
+    if agents > 1 and mini > rows and not actor.get("use_dynamic_bsz"):
+        raise TeamConfigError(
+            f"actor.ppo_mini_batch_size={mini} exceeds data.train_batch_size={rows} with "
+            "use_dynamic_bsz=false, which VERL refuses (it counts rows there, not the "
+            f"{agents} trajectories of each episode row); set ppo_mini_batch_size <= {rows}, or "
+            "use_dynamic_bsz=true (the overlay's default, whose mini-batch is rows x agents)"
+        )
     if mini > batch:
         per = f" ({rows} episodes x {agents} agents)" if agents > 1 else ""
         raise TeamConfigError(
@@ -429,6 +447,22 @@ def _check_settings(cfg: DictConfig, layout: str = "row") -> AgentLoopSettings:
             "actor_rollout_ref.rollout.agent.agent_loop_config_path must point at a YAML with a "
             f"'teamgym_agent' entry, e.g. {AGENT_LOOP_CONFIG}"
         )
+    episode = agent_loop_entry(cfg, EPISODE_LOOP_NAME)
+    if episode is not None:
+        try:
+            theirs = AgentLoopSettings.from_entry(episode)
+        except (TypeError, ValueError) as exc:
+            raise TeamConfigError(
+                f"the agent-loop YAML's {EPISODE_LOOP_NAME} entry: {exc}"
+            ) from exc
+        if theirs != loop:
+            differ = sorted(k for k, v in loop.to_dict().items() if theirs.to_dict()[k] != v)
+            raise TeamConfigError(
+                f"the agent-loop YAML's {AGENT_LOOP_NAME} and {EPISODE_LOOP_NAME} entries differ "
+                f"in {', '.join(differ)}: both loops take one set of settings (the workers get "
+                f"{AGENT_LOOP_NAME}'s); edit both alike, or write the file with "
+                "teamgym.adapters.verl.config.write_agent_loop_yaml"
+            )
     if cfg.data.get("shuffle", True) and layout == "row":
         raise TeamConfigError(
             "data.shuffle=True lets VERL's sampler separate the agents of one episode across "

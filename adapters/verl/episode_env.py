@@ -78,11 +78,15 @@ class EpisodeEnv:
                 f"(agents: {', '.join(self.env.possible_agents)})"
             )
         names = dict(sorted((teammates or {}).items()))
-        check_teammates(names, self.env.possible_agents, keep=tuple(keep))
         self.seed = int(seed)
-        self.teammates = (
-            Lineup.build(env_id, names, seed=seed, first_slot=None).start(self.env, seed).policies
-        )
+        try:
+            check_teammates(names, self.env.possible_agents, keep=tuple(keep))
+            lineup = Lineup.build(env_id, names, seed=seed, first_slot=None)
+            self.teammates = lineup.start(self.env, seed).policies
+        except BaseException:
+            self.env.close()
+            raise
+
         self.trained: tuple[str, ...] = tuple(
             a for a in self.env.possible_agents if a not in self.teammates
         )

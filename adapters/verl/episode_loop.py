@@ -138,16 +138,17 @@ class TeamEpisodeLoop(TeamLoopBase):
             asyncio.ensure_future(self._reply(s.traj, s.valid, s.request_id, sampling))
             for s in seats
         ]
-        done, pending = await asyncio.wait(
-            tasks, timeout=self.settings.turn_timeout, return_when=asyncio.FIRST_EXCEPTION
-        )
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
-        for task in tasks:
-            if task in done and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
+        try:
+            done, pending = await asyncio.wait(
+                tasks, timeout=self.settings.turn_timeout, return_when=asyncio.FIRST_EXCEPTION
+            )
+        finally:  # this turn cancelled, failed or slow: no reply outlives it
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        failed = [t for t in tasks if t in done and not t.cancelled() and t.exception()]
+        if failed:
+            raise failed[0].exception()  # type: ignore[misc]
         if pending:
             late = ", ".join(s.agent for s, t in zip(seats, tasks, strict=True) if t in pending)
             raise EpisodeIncomplete(

@@ -206,8 +206,8 @@ class EpisodeHub:
         replies, inst.pending = inst.pending, {}
         results = episode.step(replies)  # missing agents: no-op
         for agent, future in list(inst.waiters.items()):
-            if not future.done():
-                future.set_result(results[agent])
+            if not future.done():  # (an agent the step left out: its part is over)
+                future.set_result(results.get(agent, StepResult("", 0.0, True)))
         inst.waiters = {}
         if not episode.env.agents:
             self._finish(inst)

@@ -92,10 +92,10 @@ class PutBatcher:
     async def _write(
         self, partition: str, records: list[tuple[str, dict, dict]], done: asyncio.Future
     ) -> None:
-        import transfer_queue as tq
-        from verl.utils.tensordict_utils import list_of_dict_to_tensordict
-
         try:
+            import transfer_queue as tq
+            from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
             self.puts += 1
             await tq.async_kv_batch_put(
                 keys=[k for k, _, _ in records],
@@ -107,3 +107,6 @@ class PutBatcher:
             done.set_exception(exc)
         else:
             done.set_result(None)
+        finally:  # cancelled (the loop shutting down): no waiter is left hanging
+            if not done.done():
+                done.cancel()

@@ -36,11 +36,13 @@ from teamgym.adapters.verl.resources import cluster_nodes
 from teamgym.adapters.verl.settings import EPISODE_TARGET, LOOP_TARGET, AgentLoopSettings
 from teamgym.names import EPISODE_LOOP_NAME
 
-__all__ = ["AGENT_LOOP_ENV", "compose_config", "main", "setup_worker"]
+__all__ = ["AGENT_LOOP_ENV", "EPISODE_TARGET_ENV", "compose_config", "main", "setup_worker"]
 
 #: Environment variable carrying the ``teamgym_agent`` registry entry to Ray workers
 #: (:meth:`AgentLoopSettings.to_json`, read back with :meth:`AgentLoopSettings.from_json`).
 AGENT_LOOP_ENV = "TEAMGYM_AGENT_LOOP"
+#: The episode loop's class when the agent-loop YAML names another (a user's subclass).
+EPISODE_TARGET_ENV = "TEAMGYM_EPISODE_LOOP_TARGET"
 #: verl's plugin switches, shipped to every Ray worker when set in the driver.
 SHIPPED_ENV = ("VERL_USE_EXTERNAL_MODULES", "VERL_PLATFORM", "VERL_ENGINE_DEVICE")
 
@@ -58,7 +60,8 @@ def setup_worker() -> None:
         from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
 
         settings, target = AgentLoopSettings.from_json(shipped)
-        for plain in (settings.entry(target), settings.entry(EPISODE_TARGET, EPISODE_LOOP_NAME)):
+        episode = os.environ.get(EPISODE_TARGET_ENV) or EPISODE_TARGET
+        for plain in (settings.entry(target), settings.entry(episode, EPISODE_LOOP_NAME)):
             entry: Any = OmegaConf.create(plain)
             _agent_loop_registry[entry.name] = entry  # a node, as VERL's own YAML loading stores
 
@@ -98,7 +101,7 @@ def runtime_config(cfg: DictConfig) -> DictConfig:
     """The config ``main_ppo`` gets: resolved, without our section, the agent-loop entry and the
     file-logger path in the job's ``runtime_env`` (they reach every worker on every node), and
     the agent-loop manager of :mod:`teamgym.adapters.verl.workers` unless one is set."""
-    loop = agent_loop_entry(cfg)
+    loop, episode_entry = agent_loop_entry(cfg), agent_loop_entry(cfg, EPISODE_LOOP_NAME)
     cfg = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(cfg, resolve=True)))
     OmegaConf.set_struct(cfg, False)
     cfg.pop("teamgym")
@@ -108,6 +111,9 @@ def runtime_config(cfg: DictConfig) -> DictConfig:
     if loop is not None:  # checked, with the loop class the user's YAML names
         target = str(loop.get("_target_", LOOP_TARGET))
         runtime_env.env_vars[AGENT_LOOP_ENV] = AgentLoopSettings.from_entry(loop).to_json(target)
+    episode = episode_entry.get("_target_") if episode_entry else None
+    if episode and episode != EPISODE_TARGET:  # a user's episode loop class (same settings)
+        runtime_env.env_vars[EPISODE_TARGET_ENV] = str(episode)
     for key in SHIPPED_ENV:  # verl's plugin hook, as --cpu (or the user) set it here
         if os.environ.get(key) and key not in runtime_env.env_vars:
             runtime_env.env_vars[key] = os.environ[key]

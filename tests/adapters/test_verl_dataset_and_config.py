@@ -261,6 +261,7 @@ def test_gpu_recipe_builds_its_dataset_and_validates_in_ci(tmp_path: Path) -> No
             "bash",
             str(REPO / "scripts" / "train_verl_grpo.sh"),
             "actor_rollout_ref.actor.use_dynamic_bsz=false",  # and no micro-batch size
+            "actor_rollout_ref.actor.ppo_mini_batch_size=64",  # (teamgym's own check: <= rows)
         ],
         env=env,
         capture_output=True,
@@ -400,14 +401,34 @@ def test_episode_rows_take_what_per_agent_rows_refuse(episode_dataset_dir) -> No
     assert not any("pads" in n for n in notes), notes  # 3 episodes x 2 agents x n=8: one step
     assert cfg.actor_rollout_ref.actor.ppo_mini_batch_size == 6  # rows x trained agents
     dapo = "algorithm.filter_groups.enable=true"
+    team_reward = (
+        dapo,
+        "algorithm.filter_groups.metric=reward",
+        "algorithm.adv_estimator=team_grpo",
+    )
+    validate_config(_cfg(episode_dataset_dir, *base, *team_reward), check_data=True)
     for overrides, named in (
         ((dapo, "algorithm.filter_groups.metric=acc"), "metric=acc: the episode loop does not"),
+        ((dapo, "algorithm.filter_groups.metric=reward"), "metric=reward with adv_estimator=grpo"),
+        (("actor_rollout_ref.actor.use_dynamic_bsz=false",), "with use_dynamic_bsz=false"),
         (("trainer.use_v1=false",), "--layout row"),
         (("trainer.v1.trainer_mode=separate_async",), "has not trained through it"),
         (("actor_rollout_ref.actor.ppo_mini_batch_size=7",), "the 6 trajectories per copy"),
     ):
         with pytest.raises(TeamConfigError, match=named):
             validate_config(_cfg(episode_dataset_dir, *base, *overrides), check_data=True)
+    # the YAML's two entries hold one set of settings: a hand edit of one alone is refused
+    from omegaconf import OmegaConf
+
+    from teamgym.adapters.verl.config import AGENT_LOOP_CONFIG
+
+    entries = OmegaConf.to_container(OmegaConf.load(AGENT_LOOP_CONFIG))
+    entries[1]["turn_timeout"] = 5.0
+    edited = episode_dataset_dir.parent / "edited-loop.yaml"
+    edited.write_text(OmegaConf.to_yaml(entries))
+    loop = f"actor_rollout_ref.rollout.agent.agent_loop_config_path={edited}"
+    with pytest.raises(TeamConfigError, match="entries differ in turn_timeout"):
+        validate_config(_cfg(episode_dataset_dir, *base, loop), check_data=True)
 
 
 @pytest.mark.parametrize(

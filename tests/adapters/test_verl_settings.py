@@ -104,13 +104,21 @@ def test_the_target_is_the_loop_class() -> None:
 def test_a_users_loop_class_reaches_the_gpu_workers(tmp_path: Path) -> None:
     """A YAML naming a subclass of the loop keeps it on the GPU path: the JSON the workers
     read names the class the user's file names, with the settings checked on the driver."""
-    from teamgym.adapters.verl.train import AGENT_LOOP_ENV, compose_config, runtime_config
+    from teamgym.adapters.verl.train import (
+        AGENT_LOOP_ENV,
+        EPISODE_TARGET_ENV,
+        compose_config,
+        runtime_config,
+    )
 
     path = write_agent_loop_yaml(tmp_path / "loop.yaml", CHANGED)
     entry, episode = OmegaConf.to_container(OmegaConf.load(path))
     entry["_target_"] = "my_lab.loops.MyTeamLoop"
+    episode["_target_"] = "my_lab.loops.MyEpisodeLoop"
     path.write_text(OmegaConf.to_yaml([entry, episode]))
     loop_path = f"actor_rollout_ref.rollout.agent.agent_loop_config_path={path}"
     cfg = compose_config([f"teamgym.dataset_dir={tmp_path}", loop_path])
-    shipped = runtime_config(cfg).ray_kwargs.ray_init.runtime_env.env_vars[AGENT_LOOP_ENV]
+    env_vars = runtime_config(cfg).ray_kwargs.ray_init.runtime_env.env_vars
+    shipped = env_vars[AGENT_LOOP_ENV]
     assert AgentLoopSettings.from_json(shipped) == (CHANGED, "my_lab.loops.MyTeamLoop")
+    assert env_vars[EPISODE_TARGET_ENV] == "my_lab.loops.MyEpisodeLoop"

@@ -550,8 +550,13 @@ def test_the_verl_conventions_the_episode_layout_relies_on() -> None:
     assert buffer.count('key.split("_")[0]') >= 4
     assert 'fields = key.rsplit("_", 2)' in inspect.getsource(utils)
     assert 'parts = key.rsplit("_", 2)' in inspect.getsource(trainer_base)
-    # verl's uids (dataset rows and padding) never hold the separator
-    assert "_" not in str(uuid.uuid4())
+    # verl's uids (dataset rows and padding) never hold the separator; only a row uid and a
+    # seat read as an episode-layout uid
+    row = str(uuid.uuid4())
+    assert "_" not in row
+    assert advantage.episode_of(f"{row}_3") == row
+    assert advantage.episode_of(row) is None and advantage.episode_of(f"pad{'0' * 32}") is None
+    assert advantage.episode_of("uid_sample_7") is None and advantage.episode_of(f"{row}_x") is None
 
 
 def test_the_same_episode_rows_give_the_same_trajectories_and_advantages(

@@ -68,23 +68,14 @@ def test_episode_rows_hold_every_agents_first_turn(tmp_path: Path) -> None:
     """The episode layout (the default): one row per seed, the per-agent layout's rows of that
     seed folded into it (every trained agent's first messages, the agents in the env's order),
     teammates left out, the same seeds, byte-identical on a rebuild."""
-    m = build_dataset(
-        "signal-v0",
-        tmp_path / "ep",
-        train_episodes=5,
-        val_episodes=2,
-        env_kwargs={"num_agents": 3},
-        teammates={"robot_2": "expert"},
-    )
-    rows_m = build_dataset(
-        "signal-v0",
-        tmp_path / "rows",
-        train_episodes=5,
-        val_episodes=2,
-        env_kwargs={"num_agents": 3},
-        teammates={"robot_2": "expert"},
-        layout="row",
-    )
+    same = {
+        "train_episodes": 5,
+        "val_episodes": 2,
+        "env_kwargs": {"num_agents": 3},
+        "teammates": {"robot_2": "expert"},
+    }
+    m = build_dataset("signal-v0", tmp_path / "ep", **same)
+    rows_m = build_dataset("signal-v0", tmp_path / "rows", **same, layout="row")
     assert (m.layout, m.train_rows, m.val_rows, m.agents_per_row, m.rows_per_episode) == (
         "episode",
         5,
@@ -106,14 +97,7 @@ def test_episode_rows_hold_every_agents_first_turn(tmp_path: Path) -> None:
             assert theirs["extra_info"]["agent"] == agent
             assert theirs["extra_info"]["seed"] == info["seed"]
             assert prompts[agent] == [dict(m) for m in theirs["prompt"]]
-    again = build_dataset(
-        "signal-v0",
-        tmp_path / "again",
-        train_episodes=5,
-        val_episodes=2,
-        env_kwargs={"num_agents": 3},
-        teammates={"robot_2": "expert"},
-    )
+    again = build_dataset("signal-v0", tmp_path / "again", **same)
     assert again == m
     assert (tmp_path / "again" / "train.parquet").read_bytes() == (
         tmp_path / "ep" / "train.parquet"

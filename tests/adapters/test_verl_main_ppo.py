@@ -87,6 +87,16 @@ def _steps(run: Path) -> dict[int, dict[str, Any]]:
     return {row["step"]: row["data"] for row in _jsonl(run / "metrics.jsonl")}
 
 
+def _episode_groups(run: Path) -> dict[tuple[int, str], list[dict[str, Any]]]:
+    """The trained trajectories of episode rows (verl's padding left out) by (step, row uid):
+    a key ``U_k_s_0`` belongs to row ``U``."""
+    groups: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in _jsonl(run / "train_batch.jsonl"):
+        if not row["key"].startswith("pad"):
+            groups[(row["step"], row["key"].split("_")[0])].append(row)
+    return groups
+
+
 def _spans(mask: list[int]) -> list[tuple[int, int]]:
     """The maximal runs of 1 in ``mask``, as [start, end)."""
     spans, start = [], None
@@ -275,10 +285,9 @@ def test_main_ppo_filters_and_refills_whole_episodes(
     steps = _steps(run)
     assert sorted(steps) == [1, 2]
     assert steps[1]["training/rollout_failure/evicted_samples"] == 1, sorted(steps[1])
-    groups: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)
-    for row in _jsonl(run / "train_batch.jsonl"):
-        assert not row["key"].startswith("pad"), row["key"]
-        groups[(row["step"], row["key"].split("_")[0])].append(row)
+    padding = [r["key"] for r in _jsonl(run / "train_batch.jsonl") if r["key"].startswith("pad")]
+    assert not padding, padding
+    groups = _episode_groups(run)
     assert sorted(step for step, _ in groups) == [1, 1, 2, 2]  # 2 whole episodes a step
     for (step, uid), rows in groups.items():
         agents_sessions = sorted(tuple(r["key"].split("_")[1:3]) for r in rows)
@@ -314,12 +323,9 @@ def test_main_ppo_colocated_async_trains_on_whole_episodes(
         assert m["actor/grad_norm"] > 0 and math.isfinite(m["actor/loss"])
     assert steps[1]["training/off_policy/trajectory_staleness/max"] == 0
     assert steps[2]["training/off_policy/trajectory_staleness/min"] >= 1  # generated ahead
-    groups: dict[tuple[int, str], list[str]] = defaultdict(list)
-    for row in _jsonl(run / "train_batch.jsonl"):
-        if not row["key"].startswith("pad"):
-            groups[(row["step"], row["key"].split("_")[0])].append(row["key"])
+    groups = _episode_groups(run)
     assert sorted(step for step, _ in groups) == [1, 1, 2, 2]
-    assert all(len(keys) == 4 for keys in groups.values()), groups  # 2 agents x 2 copies
+    assert all(len(rows) == 4 for rows in groups.values()), groups  # 2 agents x 2 copies
 
 
 @pytest.mark.slow

@@ -522,9 +522,10 @@ def test_the_episode_loop_writes_what_the_per_agent_rows_write(
     rows, episodes = played
     assert len(rows) == len(episodes) == len(ROWS) * N
     assert rows == episodes
-    # and the episode rows' trajectories went in a few puts, not one per session
+    # and the episode rows' trajectories went through the batcher, never more than one put a
+    # session (how many sessions share a put depends on timing: test_verl_tq_writes.py)
     puts = ray.get(WORKERS[-1].__ray_call__.remote(lambda self: self._team_puts.puts))
-    assert 1 <= puts < len(EPISODES) * N, puts
+    assert 1 <= puts <= len(EPISODES) * N, puts
 
 
 def test_the_verl_conventions_the_episode_layout_relies_on() -> None:

@@ -66,7 +66,9 @@ def response_logprobs(
     VERL pads prompts on the left to ``prompt_length`` and responses on the right to
     ``response_length``; columns that are padding in every row are cut before the forward pass
     (a large saving on CPU), as are prompt tokens beyond the model's
-    :func:`receptive_field`; the results are padded back to VERL's shapes."""
+    :func:`receptive_field`, and only the response positions go through the vocabulary
+    projection (``logits_to_keep``: SmolLM2's 49 152-token head over the whole prompt cost as
+    much as the rest of the backward pass); the results are padded back to VERL's shapes."""
     from verl.utils.torch_functional import entropy_from_logits, logprobs_from_logits
 
     input_ids, attention = out.batch["input_ids"], out.batch["attention_mask"]
@@ -84,8 +86,9 @@ def response_logprobs(
         attention_mask=attention[:, cols],
         position_ids=position_ids[:, cols],
         use_cache=False,
+        logits_to_keep=last + 1,  # the vocabulary projection of the response positions only
     ).logits
-    logits = logits[:, -last - 1 : -1, :].float()
+    logits = logits[:, :-1, :].float()
     kept = logprobs_from_logits(logits, responses[:, :last], inplace_backward=False)
     logprobs = torch.zeros(responses.shape, dtype=kept.dtype)
     logprobs[:, :last] = kept

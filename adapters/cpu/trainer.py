@@ -32,7 +32,7 @@ from teamgym.adapters.cpu.rollout import (
     rollout_metrics,
 )
 from teamgym.adapters.cpu.run_state import RunDir, guard
-from teamgym.adapters.cpu.warmup import format_warmup, warm_up, warmup_examples
+from teamgym.adapters.cpu.warmup import START_FILE, format_warmup, warm_up, warmup_examples
 from teamgym.adapters.prometheus import record_exporter
 from teamgym.envs.seeds import HELD_OUT_SET, train_seeds, update_seed
 
@@ -163,9 +163,10 @@ def plot_curve(history: list[dict[str, Any]], path: Path, watch: GuardArgs | Non
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
     ax1.plot(steps, [h["success"] for h in history], label="training success")
     evals = [(h["step"], h["eval_success"]) for h in history if "eval_success" in h]
-    warmup = path.parent / "warmup.json"
-    if warmup.exists():  # the warm-up model's held-out success is the curve's start
-        evals.insert(0, (0, json.loads(warmup.read_text())["eval_success"]))
+    for name in ("warmup.json", START_FILE):  # the start model's held-out success: step 0
+        if (start := path.parent / name).exists():
+            evals.insert(0, (0, json.loads(start.read_text())["eval_success"]))
+            break
     if evals:
         ax1.plot(*zip(*evals, strict=True), "o-", label="held-out success (greedy)")
     ax1.set_ylabel("success")

@@ -22,7 +22,10 @@ from teamgym.adapters.cpu.rollout import evaluate_metrics
 from teamgym.envs.lineup import Lineup
 from teamgym.envs.seeds import HELD_OUT_SET, warmup_seeds
 
-__all__ = ["format_warmup", "warm_up", "warmup_examples"]
+__all__ = ["START_FILE", "format_warmup", "warm_up", "warmup_examples"]
+
+START_FILE = "start.json"
+"""Without a warm-up: the start model's held-out figures (the curve's step 0)."""
 
 #: One supervised example: prompt + reply token ids, and the reply's length.
 Example = tuple[list[int], int]
@@ -35,6 +38,7 @@ def warm_up(warmup: WarmupArgs, evaluation: EvalArgs, run: Path) -> str:
     from transformers import AutoTokenizer
 
     if warmup.steps <= 0:
+        _record_start(warmup.rollout.model, evaluation, run)
         return warmup.rollout.model
     model_dir = run / "warmup_model"
     if not (model_dir / "config.json").exists():
@@ -50,6 +54,20 @@ def warm_up(warmup: WarmupArgs, evaluation: EvalArgs, run: Path) -> str:
         info["eval_success"], info["eval"] = held_out["success"], held_out
         (run / "warmup.json").write_text(json.dumps(info, indent=2) + "\n")
     return str(model_dir)
+
+
+def _record_start(model_dir: str, evaluation: EvalArgs, run: Path) -> None:
+    """Without a warm-up, the held-out figures of the model GRPO starts from (a pretrained
+    model's prompted baseline), once, in ``start.json``: the curve's step 0."""
+    from transformers import AutoTokenizer
+
+    path = run / START_FILE
+    if not evaluation.every or path.exists():
+        return
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    held_out = evaluate_metrics(model_dir, tokenizer, evaluation, seed=HELD_OUT_SET)
+    info = {"model": model_dir, "eval_success": held_out["success"], "eval": held_out}
+    path.write_text(json.dumps(info, indent=2) + "\n")
 
 
 def warmup_examples(

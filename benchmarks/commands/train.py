@@ -79,6 +79,9 @@ def _report(out: str, history: list[dict], console: Console) -> None:
             f"warm-up ({info.get('teacher', 'random')} teacher): held-out success "
             f"{info['eval_success']:.2f}; model at {out}/warmup_model"
         )
+    elif (start := Path(out) / "start.json").exists():
+        info = json.loads(start.read_text())
+        console.print(f"no warm-up: the start model's held-out success {info['eval_success']:.2f}")
     if history:
         last = history[-1]
         console.print(

@@ -113,6 +113,33 @@ def test_training_steps_write_metrics_checkpoints_and_a_curve(model_dir, tmp_pat
     )
     assert lines[1]["kl"] > 0.0, "one update moved it"
     assert "eval_success" in lines[1]
+    # no warm-up: the start model's held-out figures are the curve's step 0, on the same
+    # held-out episodes as the steps' evaluations
+    from transformers import AutoTokenizer
+
+    from teamgym.adapters.cpu.rollout import evaluate_metrics
+    from teamgym.envs.seeds import HELD_OUT_SET
+
+    start = json.loads((out / "start.json").read_text())
+    args = _args(model_dir, out, eval_every=2, eval_episodes=6)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    assert start["eval"] == evaluate_metrics(
+        str(model_dir), tokenizer, args.evaluation, seed=HELD_OUT_SET
+    )
+    assert start["eval_success"] == start["eval"]["success"]
+    # the seeds' figure takes a `teamgym train` directory: its curve starts at start.json
+    import importlib.util
+
+    script = Path(__file__).parents[2] / "scripts" / "plot_learn_seeds.py"
+    spec = importlib.util.spec_from_file_location("plot_learn_seeds", script)
+    assert spec is not None and spec.loader is not None
+    plot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plot)
+    xs, ys, steps, _, _ = plot.curve(out)
+    assert ys == [start["eval_success"], lines[1]["eval_success"]] and steps == [1, 2]
+    assert xs[1] == pytest.approx(lines[0]["seconds"] + lines[1]["seconds"])
+    plot.main(str(tmp_path / "seeds.png"), [str(out)])
+    assert (tmp_path / "seeds.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "checkpoints" / "latest.pt").exists() and (
         out / "checkpoints" / "stable.pt"
@@ -192,6 +219,7 @@ def test_guard_patience_zero_turns_the_guard_off(model_dir, tmp_path) -> None:
     assert all("guard" not in h for h in history)
     assert [h["lr"] for h in history] == [1e-3] * 3
     assert history[2]["kl"] > 0.0
+    assert not (tmp_path / "off" / "start.json").exists()  # no evaluation asked, none run
 
 
 def test_sigkill_then_resume_loses_no_finished_step(model_dir, tmp_path) -> None:

@@ -21,6 +21,7 @@ evaluation episodes   :func:`eval_seeds`: evaluation set ``s`` is ``EVAL_SEED_BA
 repeated runs         :func:`run_seeds`: a learning stage run on several seeds (``sharing``)
 update step           :func:`update_seed`: the GRPO update of step ``t``
 scripted policies     :func:`policy_seed`: what each teammate resets with (see its rules)
+partner of a pool     :func:`partner_draw`: which partner of a pool plays episode ``s``
 ====================  ==========================================================================
 """
 
@@ -39,6 +40,7 @@ __all__ = [
     "dataset_seeds",
     "episode_seeds",
     "eval_seeds",
+    "partner_draw",
     "policy_seed",
     "run_seeds",
     "train_seeds",
@@ -55,6 +57,8 @@ POLICY_SLOT_STRIDE = 1000
 #: Run seed ``r``'s update of step ``t`` is seeded ``r * UPDATE_STRIDE + t`` (a prime, so two
 #: runs' update seeds do not line up step for step).
 UPDATE_STRIDE = 100_003
+#: The stream of partner draws (:func:`partner_draw`), apart from every other use of a seed.
+PARTNER_STREAM = 0x7EA3
 #: Gymnasium's view draws teammate seeds below this (the int32 range ``np.random`` accepts).
 _DRAWN_SEED_LIMIT = 2**31 - 1
 
@@ -127,3 +131,11 @@ def policy_seed(episode: int | np.random.Generator, slot: int | None) -> int:
     if not 0 <= slot < POLICY_SLOT_STRIDE:
         raise ValueError(f"policy slot must be in 0..{POLICY_SLOT_STRIDE - 1}, got {slot}")
     return episode * POLICY_SLOT_STRIDE + slot
+
+
+def partner_draw(episode: int) -> float:
+    """A number in [0, 1) fixed by the episode seed alone: a partner pool picks episode
+    ``episode``'s partner with it (:class:`teamgym.envs.partners.PartnerPool`), so the same seed
+    has the same partner on every machine and in every split of a dataset. NumPy's PCG64 from a
+    ``SeedSequence`` of ``(PARTNER_STREAM, episode)``, which NumPy keeps stable across releases."""
+    return float(np.random.default_rng([PARTNER_STREAM, int(episode)]).random())

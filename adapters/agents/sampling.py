@@ -9,6 +9,7 @@ agent and ``teamgym serve`` all sample through it, so they give the same replies
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,17 @@ def sample_tokens(
     return sample_batch(model, [request], stop_ids, pad_id=0)[0]
 
 
+def keep_logits(model: Any, last: int) -> dict[str, int]:
+    """``{"logits_to_keep": last}`` when the model's forward takes it (transformers' causal
+    LMs do): the vocabulary projection of the last ``last`` positions only; else nothing."""
+    forward = getattr(model, "forward", None)
+    try:
+        accepts = forward is not None and "logits_to_keep" in inspect.signature(forward).parameters
+    except (TypeError, ValueError):
+        accepts = False
+    return {"logits_to_keep": last} if accepts else {}
+
+
 @torch.no_grad()
 def sample_batch(
     model: Any,
@@ -97,6 +109,7 @@ def sample_batch(
             position_ids=position_ids.to(device),
             past_key_values=past,
             use_cache=True,
+            **keep_logits(model, 1),  # not the prefill's at every position: GBs for SmolLM2
         )
         past = out.past_key_values
         logits = out.logits[:, -1].float().cpu()

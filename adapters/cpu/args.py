@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from teamgym.envs.lineup import resolve_spec
+from teamgym.envs.partners import PartnerPool
 from teamgym.names import DEFAULT_SHARING_WEIGHT
 
 __all__ = [
@@ -48,6 +49,16 @@ class TrainArgs:
     """Environment constructor arguments."""
     teammates: dict[str, str] = field(default_factory=dict)
     """Agents played by a baseline (``{"robot_0": "expert"}``), not trained."""
+    partners: list[str] = field(default_factory=list)
+    """Frozen partners of the ``partner_seats`` (``SPEC[=WEIGHT]``): a pool, one partner an
+    episode, drawn from its seed with the weights (:class:`~teamgym.envs.partners.PartnerPool`);
+    baselines and ``checkpoint:DIR`` (LLM servers need VERL's episode layout)."""
+    partner_seats: list[str] = field(default_factory=list)
+    """The agents the partners play (not trained)."""
+    eval_partners: list[str] = field(default_factory=list)
+    """Partners held out of training (``SPEC[=WEIGHT]``, the same seats): every evaluation
+    also plays with them, cross-play, logged as ``eval_crossplay_*`` with the gap
+    ``eval_crossplay_gap`` (held-out success with the training partners minus with these)."""
     steps: int = 50
     """GRPO updates."""
     episodes_per_step: int = 8
@@ -133,6 +144,8 @@ class TrainArgs:
             env=self.env,
             env_kwargs=self.env_kwargs,
             teammates=self.teammates,
+            partners=tuple(self.partners),
+            partner_seats=tuple(self.partner_seats),
             sharing_weight=self.sharing_weight,
             temperature=self.temperature,
             max_reply_tokens=self.max_reply_tokens,
@@ -199,6 +212,8 @@ class RolloutArgs:
     env: str
     env_kwargs: dict[str, Any]
     teammates: dict[str, str]
+    partners: tuple[str, ...]
+    partner_seats: tuple[str, ...]
     sharing_weight: float
     temperature: float
     max_reply_tokens: int
@@ -206,6 +221,17 @@ class RolloutArgs:
     stop: tuple[str, ...]
     prompt_length: int
     response_length: int
+
+    @property
+    def pool(self) -> PartnerPool | None:
+        """The partner pool of ``partners`` and ``partner_seats`` (None without partners)."""
+        if not self.partners and not self.partner_seats:
+            return None
+        return PartnerPool.parse(self.partners, self.partner_seats)
+
+    def with_partners(self, partners: tuple[str, ...]) -> RolloutArgs:
+        """The same rollouts with another pool in the same seats (held-out partners)."""
+        return replace(self, partners=partners)
 
 
 @dataclass(frozen=True)
@@ -274,6 +300,11 @@ class WarmupArgs:
                 raise ValueError(
                     f"warm-up teacher for {agent!r}: {teammates[agent]!r} plays it as a "
                     "teammate, so it is not trained; drop one of the two"
+                )
+            if agent in self.rollout.partner_seats:
+                raise ValueError(
+                    f"warm-up teacher for {agent!r}: it is a partner seat, so it is not "
+                    "trained; drop one of the two"
                 )
 
 

@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import torch
 
+from teamgym.adapters.agents.sampling import keep_logits
 from teamgym.adapters.cpu.args import UpdateArgs
 
 __all__ = [
@@ -86,9 +87,10 @@ def response_logprobs(
         attention_mask=attention[:, cols],
         position_ids=position_ids[:, cols],
         use_cache=False,
-        logits_to_keep=last + 1,  # the vocabulary projection of the response positions only
+        **keep_logits(model, last + 1),  # the vocabulary projection of the responses only
     ).logits
-    logits = logits[:, :-1, :].float()
+    # the positions before each response token (a model without logits_to_keep gave them all)
+    logits = logits[:, -last - 1 : -1, :].float()
     kept = logprobs_from_logits(logits, responses[:, :last], inplace_backward=False)
     logprobs = torch.zeros(responses.shape, dtype=kept.dtype)
     logprobs[:, :last] = kept

@@ -31,6 +31,7 @@ __all__ = [
     "evaluate",
     "evaluate_metrics",
     "groups_with_signal",
+    "held_out_figures",
     "local_server",
     "rollout_metrics",
 ]
@@ -77,7 +78,14 @@ def build_batch(rollout: RolloutArgs, seeds: list[int], split: str, repeat: int)
 
     from teamgym.adapters.verl.dataset import episode_rows
 
-    rows = episode_rows(rollout.env, rollout.env_kwargs, seeds, split, teammates=rollout.teammates)
+    rows = episode_rows(
+        rollout.env,
+        rollout.env_kwargs,
+        seeds,
+        split,
+        teammates=rollout.teammates,
+        partners=rollout.pool,
+    )
     non_tensor = {
         "raw_prompt": _objects([r["prompt"] for r in rows]),
         "extra_info": _objects([r["extra_info"] for r in rows]),
@@ -99,7 +107,7 @@ def check_prompt_length(rollout: RolloutArgs, tokenizer: Any) -> None:
     from teamgym.adapters.verl.dataset import PromptTooLongError, episode_rows
 
     env, kwargs, teammates = rollout.env, rollout.env_kwargs, rollout.teammates
-    rows = episode_rows(env, kwargs, [0, 1, 2], "check", teammates=teammates)
+    rows = episode_rows(env, kwargs, [0, 1, 2], "check", teammates=teammates, partners=rollout.pool)
 
     def tokens(messages: list[dict[str, str]]) -> int:
         text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
@@ -185,7 +193,43 @@ def evaluate_metrics(
     batch.meta_info["validate"] = True
     out = asyncio.run(worker.generate_sequences(batch))
     keys = ("success", "score", "team_return", "invalid_action_rate")
-    return {key: batch_mean(out, key) for key in keys}
+    figures = {key: batch_mean(out, key) for key in keys}
+    if evaluation.rollout.pool is not None and len(evaluation.rollout.pool.specs) > 1:
+        figures |= success_per_partner(out)
+    return figures
+
+
+def held_out_figures(
+    model_dir_or_model: Any,
+    tokenizer: Any,
+    evaluation: EvalArgs,
+    eval_partners: tuple[str, ...] = (),
+) -> dict[str, float]:
+    """:func:`evaluate_metrics` on the held-out set; with ``eval_partners``, the same episodes
+    with those partners in the partner seats too (``crossplay_*``) and the gap in success
+    (``crossplay_gap``: with the training partners minus with the held-out ones)."""
+    from dataclasses import replace
+
+    from teamgym.envs.seeds import HELD_OUT_SET
+
+    figures = evaluate_metrics(model_dir_or_model, tokenizer, evaluation, seed=HELD_OUT_SET)
+    if eval_partners:
+        held_out = replace(evaluation, rollout=evaluation.rollout.with_partners(eval_partners))
+        cross = evaluate_metrics(model_dir_or_model, tokenizer, held_out, seed=HELD_OUT_SET)
+        figures |= {f"crossplay_{key}": value for key, value in cross.items()}
+        figures["crossplay_gap"] = figures["success"] - cross["success"]
+    return figures
+
+
+def success_per_partner(out: Any) -> dict[str, float]:
+    """Held-out success with each partner of the pool (``success/<spec>``), from the rows'
+    ``partner``."""
+    by_partner: dict[str, list[float]] = {}
+    for info, extra in zip(
+        out.non_tensor_batch["extra_info"], out.non_tensor_batch["reward_extra_info"], strict=True
+    ):
+        by_partner.setdefault(str(info.get("partner", "")), []).append(float(extra["success"]))
+    return {f"success/{p}": float(np.mean(v)) for p, v in sorted(by_partner.items()) if p}
 
 
 def local_server(model_dir_or_model: Any, tokenizer: Any, seed: int) -> LLMServerClient:

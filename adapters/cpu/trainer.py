@@ -27,14 +27,14 @@ from teamgym.adapters.cpu.rollout import (
     check_prompt_length,
     compose_config,
     evaluate,
-    evaluate_metrics,
+    held_out_figures,
     local_server,
     rollout_metrics,
 )
 from teamgym.adapters.cpu.run_state import RunDir, guard
 from teamgym.adapters.cpu.warmup import START_FILE, format_warmup, warm_up, warmup_examples
 from teamgym.adapters.prometheus import record_exporter
-from teamgym.envs.seeds import HELD_OUT_SET, train_seeds, update_seed
+from teamgym.envs.seeds import train_seeds, update_seed
 
 __all__ = ["TrainArgs", "evaluate", "format_warmup", "grpo_update", "train", "warmup_examples"]
 
@@ -54,7 +54,7 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
     check_prompt_length(rollout, AutoTokenizer.from_pretrained(args.model))
 
     # 0. format warm-up (once): the model GRPO starts from
-    start_model = warm_up(args.warmup, args.evaluation, run.path)
+    start_model = warm_up(args.warmup, args.evaluation, run.path, tuple(args.eval_partners))
 
     # 1. VERL's composed config; the policy, a frozen reference, the optimiser; a resumed state
     cfg = compose_config(rollout, run.path, update)
@@ -90,7 +90,7 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
             record = step_record(step, out, losses, state.lr, seconds, rollouts, args.kl_target)
             record["cpu_seconds"] = time.process_time() - cpu_start  # all threads: ~ cores x wall
             if args.evaluation.due(step, args.steps):
-                record |= _held_out(learner, tokenizer, args.evaluation)
+                record |= _held_out(learner, tokenizer, args.evaluation, tuple(args.eval_partners))
             if event := guard(args.guard, state, record, learner, run):
                 record["guard"] = event
             run.finish_step(record, learner, state, rng)
@@ -114,10 +114,12 @@ def _resumed(run: RunDir, args: TrainArgs, learner: Any) -> tuple[Any, list[dict
     return state, history, rng
 
 
-def _held_out(learner: Any, tokenizer: Any, evaluation: EvalArgs) -> dict[str, Any]:
-    """The greedy policy's metrics on the held-out evaluation set, as ``eval_*`` record keys."""
-    metrics = evaluate_metrics(learner.policy, tokenizer, evaluation, seed=HELD_OUT_SET)
-    return {f"eval_{key}": value for key, value in metrics.items()}
+def _held_out(
+    learner: Any, tokenizer: Any, evaluation: EvalArgs, eval_partners: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The greedy policy's held-out figures (:func:`held_out_figures`) as ``eval_*`` keys."""
+    figures = held_out_figures(learner.policy, tokenizer, evaluation, eval_partners)
+    return {f"eval_{key}": value for key, value in figures.items()}
 
 
 def _finish(

@@ -18,9 +18,9 @@ import torch
 from teamgym.adapters.agents.chat import cut_at_stop, forced_reply
 from teamgym.adapters.cpu.args import EvalArgs, WarmupArgs
 from teamgym.adapters.cpu.grpo import receptive_field
-from teamgym.adapters.cpu.rollout import evaluate_metrics
+from teamgym.adapters.cpu.rollout import held_out_figures
 from teamgym.envs.lineup import Lineup
-from teamgym.envs.seeds import HELD_OUT_SET, warmup_seeds
+from teamgym.envs.seeds import warmup_seeds
 
 __all__ = ["START_FILE", "format_warmup", "warm_up", "warmup_examples"]
 
@@ -31,14 +31,16 @@ START_FILE = "start.json"
 Example = tuple[list[int], int]
 
 
-def warm_up(warmup: WarmupArgs, evaluation: EvalArgs, run: Path) -> str:
+def warm_up(
+    warmup: WarmupArgs, evaluation: EvalArgs, run: Path, eval_partners: tuple[str, ...] = ()
+) -> str:
     """The model GRPO starts from: ``warmup.rollout.model``, or the warm-up model in ``run``
     (trained once; ``warmup.json`` records its loss, time and held-out figures under
     ``evaluation``)."""
     from transformers import AutoTokenizer
 
     if warmup.steps <= 0:
-        _record_start(warmup.rollout.model, evaluation, run)
+        _record_start(warmup.rollout.model, evaluation, run, eval_partners)
         return warmup.rollout.model
     model_dir = run / "warmup_model"
     if not (model_dir / "config.json").exists():
@@ -50,13 +52,15 @@ def warm_up(warmup: WarmupArgs, evaluation: EvalArgs, run: Path) -> str:
         info["seconds"] = time.perf_counter() - began
         info["cpu_seconds"] = time.process_time() - cpu_began
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        held_out = evaluate_metrics(str(model_dir), tokenizer, evaluation, seed=HELD_OUT_SET)
+        held_out = held_out_figures(str(model_dir), tokenizer, evaluation, eval_partners)
         info["eval_success"], info["eval"] = held_out["success"], held_out
         (run / "warmup.json").write_text(json.dumps(info, indent=2) + "\n")
     return str(model_dir)
 
 
-def _record_start(model_dir: str, evaluation: EvalArgs, run: Path) -> None:
+def _record_start(
+    model_dir: str, evaluation: EvalArgs, run: Path, eval_partners: tuple[str, ...] = ()
+) -> None:
     """Without a warm-up, the held-out figures of the model GRPO starts from (a pretrained
     model's prompted baseline), once, in ``start.json``: the curve's step 0."""
     from transformers import AutoTokenizer
@@ -65,7 +69,7 @@ def _record_start(model_dir: str, evaluation: EvalArgs, run: Path) -> None:
     if not evaluation.every or path.exists():
         return
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    held_out = evaluate_metrics(model_dir, tokenizer, evaluation, seed=HELD_OUT_SET)
+    held_out = held_out_figures(model_dir, tokenizer, evaluation, eval_partners)
     info = {"model": model_dir, "eval_success": held_out["success"], "eval": held_out}
     path.write_text(json.dumps(info, indent=2) + "\n")
 
@@ -91,6 +95,7 @@ def warmup_examples(
     env = make(rollout.env, **rollout.env_kwargs)
     warmup.check_teachers(list(env.possible_agents))
     teachers, mates = _lineups(warmup, env)
+    partners = _partner_lineups(warmup, env)
     forced = rollout.forced_moves == "auto"  # turns the trainer plays without the model
     context = rollout.prompt_length
     if field is not None:
@@ -100,12 +105,18 @@ def warmup_examples(
         obs, infos = env.reset(seed=k)
         teachers.reset(k)
         mates.reset(k)
+        partner = partners[rollout.pool.pick(k)] if rollout.pool is not None else None
+        if partner is not None:
+            partner.reset(k)
         chats = {a: [{"role": "system", "content": infos[a]["instructions"]}] for a in env.agents}
         while env.agents:
             replies = {}
             for a in env.agents:
                 if a in mates:
                     replies[a] = mates.act(a, obs[a], infos[a])
+                    continue
+                if partner is not None and a in partner:  # the episode's partner, as in training
+                    replies[a] = partner.act(a, obs[a], infos[a])
                     continue
                 reply = teachers.act(a, obs[a], infos[a])  # a stateful teacher sees every turn
                 move = forced_reply(infos[a].get("valid_actions", ())) if forced else None
@@ -127,7 +138,8 @@ def _lineups(warmup: WarmupArgs, env: Any) -> tuple[Lineup, Lineup]:
     rollout's ``max_reply_tokens``, ``stop``, ``forced_moves``; its chat cut to
     ``prompt_length``); teammates play as the trainer's hub plays them."""
     rollout = warmup.rollout
-    trained = [a for a in env.possible_agents if a not in rollout.teammates]
+    seated = set(rollout.teammates) | set(rollout.partner_seats)
+    trained = [a for a in env.possible_agents if a not in seated]
     seats = {a: warmup.teachers.get(a, warmup.teacher) for a in trained}
     teachers = Lineup.build(
         rollout.env,
@@ -205,3 +217,21 @@ def _padded_batch(
         start = 0 if prompts else len(seq) - n_reply
         labels[b, start : len(seq)] = torch.tensor(seq[start:])
     return {"input_ids": ids, "attention_mask": attn, "labels": labels}
+
+
+def _partner_lineups(warmup: WarmupArgs, env: Any) -> dict[str, Lineup]:
+    """Each partner of the pool in the partner seats, bound to ``env`` (built once; the
+    episode's pick is reset with its seed, the training rule)."""
+    rollout = warmup.rollout
+    pool = rollout.pool
+    if pool is None:
+        return {}
+    return {
+        spec: Lineup.build(
+            rollout.env,
+            dict.fromkeys(pool.seats, spec),
+            seed=warmup.seed,
+            first_slot=None,  # one policy a seat, as the trainer's episode hub seats them
+        ).bind(env)
+        for spec in pool.specs
+    }

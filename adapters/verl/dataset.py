@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from teamgym.envs.lineup import check_teammates
+from teamgym.envs.partners import PartnerPool
 from teamgym.envs.registration import make
 from teamgym.envs.seeds import dataset_seeds
 from teamgym.names import AGENT_LOOP_NAME, EPISODE_LOOP_NAME
@@ -46,6 +47,7 @@ __all__ = [
     "build_dataset",
     "check_dataset",
     "check_files",
+    "check_partner_layout",
     "episode_rows",
     "prompt_token_lengths",
 ]
@@ -81,6 +83,23 @@ class DatasetManifest:
     one agent of an episode)."""
     agents_per_row: int = 1
     """Trajectories each row yields per copy: the trained agents (episode layout), else 1."""
+    partners: dict[str, Any] | None = None
+    """The training episodes' partner pool (seats, specs, weights), or None."""
+    val_partners: dict[str, Any] | None = None
+    """The validation episodes' partner pool, or None."""
+
+
+def check_partner_layout(layout: str, *pools: PartnerPool | None) -> None:
+    """LLM partners are asked by the episode loop only: refuse them on per-agent rows."""
+    from teamgym.adapters.verl.partners import is_llm_partner
+
+    llm = sorted({s for p in pools if p is not None for s in p.specs if is_llm_partner(s)})
+    if llm and layout != "episode":
+        raise ValueError(
+            f"LLM partners ({', '.join(llm)}) play on the episode layout only (the episode "
+            "loop asks them each turn; the per-agent rows' hub steps the env without them): "
+            "use --layout episode"
+        )
 
 
 class PromptTooLongError(ValueError):
@@ -119,20 +138,28 @@ def episode_rows(
     split: str,
     start_index: int = 0,
     teammates: dict[str, str] | None = None,
+    partners: PartnerPool | None = None,
 ) -> list[dict[str, Any]]:
     """The dataset rows of the episodes ``seeds`` (agents of one episode adjacent); agents in
-    ``teammates`` (agent -> baseline name) get no row: the episode hub plays them."""
+    ``teammates`` (agent -> baseline name) get no row: the episode hub plays them. With
+    ``partners``, each episode's partner seats go to the partner the pool picks for its seed,
+    written into the row's ``teammates`` and ``partner``."""
     env = make(env_id, **{**env_kwargs, "obs_mode": "text"})
     kwargs_json = json.dumps(env_kwargs, sort_keys=True)
     teammates = dict(teammates or {})
+    if partners is not None:
+        partners.check(env.possible_agents, teammates)
+        check_teammates({**teammates, **dict.fromkeys(partners.seats)}, env.possible_agents)
     check_teammates(teammates, env.possible_agents)
-    teammates_json = json.dumps(teammates, sort_keys=True)
     rows, index = [], start_index
     for seed in seeds:
         obs, infos = env.reset(seed=int(seed))
         episode = f"{env_id}/{_kwargs_key(env_kwargs)}/{split}/{int(seed)}"
+        seated = teammates | (partners.seats_for(int(seed)) if partners is not None else {})
+        teammates_json = json.dumps(seated, sort_keys=True)
+        partner = partners.pick(int(seed)) if partners is not None else ""
         for agent in env.possible_agents:
-            if agent in teammates:
+            if agent in seated:
                 continue
             rows.append(
                 {
@@ -154,6 +181,7 @@ def episode_rows(
                         "episode": episode,
                         "num_agents": len(env.possible_agents),
                         "teammates": teammates_json,
+                        "partner": partner,
                     },
                 }
             )
@@ -169,11 +197,14 @@ def whole_episode_rows(
     split: str,
     start_index: int = 0,
     teammates: dict[str, str] | None = None,
+    partners: PartnerPool | None = None,
 ) -> list[dict[str, Any]]:
     """The episode-layout rows of the episodes ``seeds``: one per seed, for the episode loop,
     made from :func:`episode_rows`' rows of its trained agents."""
     rows, index = [], start_index
-    per_agent = episode_rows(env_id, env_kwargs, seeds, split, teammates=teammates)
+    per_agent = episode_rows(
+        env_id, env_kwargs, seeds, split, teammates=teammates, partners=partners
+    )
     for _, group in itertools.groupby(per_agent, key=lambda r: r["extra_info"]["episode"]):
         agents = list(group)
         info = dict(agents[0]["extra_info"])
@@ -219,25 +250,39 @@ def build_dataset(
     tokenizer: str | None = None,
     max_prompt_length: int = 2048,
     layout: str = "episode",
+    partners: PartnerPool | None = None,
+    val_partners: PartnerPool | None = None,
 ) -> DatasetManifest:
     """Write ``train.parquet``, ``val.parquet`` and ``manifest.json`` into ``out_dir`` in
     ``layout`` (``episode`` or ``row``: see the module docstring); with ``tokenizer``, refuse
-    (:class:`PromptTooLongError`) prompts over ``max_prompt_length``."""
+    (:class:`PromptTooLongError`) prompts over ``max_prompt_length``. ``partners``: a pool for
+    the partner seats of every episode (``val_partners``: of the validation episodes instead,
+    e.g. partners held out of training)."""
     import pandas as pd
 
     if train_episodes < 1 or val_episodes < 0:
         raise ValueError("train_episodes must be >= 1 and val_episodes >= 0")
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    val_partners = partners if val_partners is None else val_partners
+    check_partner_layout(layout, partners, val_partners)
     make_rows = whole_episode_rows if layout == "episode" else episode_rows
     env_kwargs = dict(env_kwargs or {})
     env_kwargs.pop("obs_mode", None)
     train_seeds, val_seeds = dataset_seeds(seed, train_episodes, val_episodes)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    train = make_rows(env_id, env_kwargs, train_seeds, "train", teammates=teammates)
+    train = make_rows(
+        env_id, env_kwargs, train_seeds, "train", teammates=teammates, partners=partners
+    )
     val = make_rows(
-        env_id, env_kwargs, val_seeds, "val", start_index=len(train), teammates=teammates
+        env_id,
+        env_kwargs,
+        val_seeds,
+        "val",
+        start_index=len(train),
+        teammates=teammates,
+        partners=val_partners,
     )
     max_tokens = (
         None if tokenizer is None else _longest_prompt(train + val, tokenizer, max_prompt_length)
@@ -268,6 +313,8 @@ def build_dataset(
         agents_per_row=len(json.loads(train[0]["extra_info"]["agents"]))
         if layout == "episode"
         else 1,
+        partners=None if partners is None else partners.to_json(),
+        val_partners=None if val_partners is None else val_partners.to_json(),
     )
     (out / "manifest.json").write_text(
         json.dumps(asdict(manifest), indent=2, sort_keys=True) + "\n"

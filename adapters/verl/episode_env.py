@@ -15,6 +15,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from teamgym.adapters.verl.partners import PARTNER_METRICS, Partners, split_teammates
 from teamgym.envs.lineup import Lineup, check_teammates
 from teamgym.envs.metrics import EpisodeTracker
 from teamgym.envs.registration import make
@@ -53,7 +54,9 @@ class EpisodeEnv:
         env_id, env_kwargs: what to build (``factory(env_id, env_kwargs)``, ``make`` by default).
         seed: the episode seed (reset, and the teammates' seeds).
         sharing: how individual rewards mix (``RewardSharing()`` when None).
-        teammates: agents played by a baseline (``{"robot_0": "expert"}``); the rest are trained.
+        teammates: agents not trained: a baseline or ``checkpoint:DIR`` (``{"robot_0":
+            "expert"}``, played here) or an LLM partner (``openai:MODEL@URL``,
+            ``transformers:DIR``: asked with :meth:`partner_replies`); the rest are trained.
         keep: agents the caller plays, which must be agents of the env and not teammates.
     """
 
@@ -79,17 +82,20 @@ class EpisodeEnv:
             )
         names = dict(sorted((teammates or {}).items()))
         self.seed = int(seed)
+        self.partners: Partners | None = None
+        """The LLM partners' seats (None without any): the caller asks them each turn."""
         try:
             check_teammates(names, self.env.possible_agents, keep=tuple(keep))
-            lineup = Lineup.build(env_id, names, seed=seed, first_slot=None)
+            scripted, llm = split_teammates(names)
+            lineup = Lineup.build(env_id, scripted, seed=seed, first_slot=None)
             self.teammates = lineup.start(self.env, seed).policies
+            if llm:
+                self.partners = Partners(env_id, llm, self.env.unwrapped, seed)
         except BaseException:
             self.env.close()
             raise
 
-        self.trained: tuple[str, ...] = tuple(
-            a for a in self.env.possible_agents if a not in self.teammates
-        )
+        self.trained: tuple[str, ...] = tuple(a for a in self.env.possible_agents if a not in names)
         """The agents the model plays, in the env's order."""
         self.missing: tuple[str, ...] = ()
         """Trained agents no one plays (the hub's rows that never joined): their replies are no-ops."""
@@ -107,12 +113,20 @@ class EpisodeEnv:
     @property
     def live(self) -> tuple[str, ...]:
         """The trained agents still acting."""
-        return tuple(a for a in self.env.agents if a not in self.teammates)
+        return tuple(a for a in self.env.agents if a in self.trained)
+
+    async def partner_replies(self) -> dict[str, str]:
+        """The LLM partners' replies this turn (none without partners); raises
+        :class:`~teamgym.adapters.verl.partners.PartnerFailed` when one cannot answer."""
+        if self.partners is None:
+            return {}
+        return await self.partners.replies(list(self.env.agents), self.last_obs, self.last_info)
 
     def step(self, replies: Mapping[str, str]) -> dict[str, StepResult]:
         """Step with ``replies`` of the trained agents (a live agent without one: the env's
-        no-op) and the teammates' moves; a :class:`StepResult` per agent that acted, with the
-        episode metrics once the episode is over."""
+        no-op) and of the LLM partners (:meth:`partner_replies`), and the scripted teammates'
+        moves; a :class:`StepResult` per agent that acted, with the episode metrics once the
+        episode is over."""
         joint = {a: replies.get(a, "") for a in self.env.agents}
         for agent, policy in self.teammates.items():
             if agent in joint:
@@ -142,6 +156,8 @@ class EpisodeEnv:
         out = tracker.metrics().to_dict()
         out["missing_agents"] = list(self.missing)
         out["aborted"] = aborted
+        partner_figures = self.partners.metrics() if self.partners is not None else {}
+        out |= {name: partner_figures.get(name, 0.0) for name in PARTNER_METRICS}
         return json.loads(json.dumps(out))
 
     def close(self) -> None:

@@ -10,7 +10,11 @@ reproducible sampling), steps the env with the replies, and
 appends each agent's next observation. Model tokens get ``response_mask`` 1, observation
 tokens 0; each output's ``reward_score`` is its agent's own return under reward sharing, and
 every output carries the episode metrics (and every trained agent's return) in
-``reward_extra_info``.
+``reward_extra_info``. Seats played by an LLM partner (a row's ``teammates`` naming
+``openai:MODEL@URL`` or ``transformers:DIR``; :mod:`teamgym.adapters.verl.partners`) are asked in
+the same turn, next to the model's requests; their replies go to the env and into no trajectory,
+their count and latency into the metrics (``partner_replies``, ``partner_latency_s``), and a
+partner that cannot answer ends the episode as a failed generate call does.
 
 Identity: each output carries ``extra_fields["teamgym_seat"]``, the agent's place in the env's
 ``possible_agents``. teamgym's v1 worker (:class:`~teamgym.adapters.verl.workers.TeamAgentLoopWorkerTQ`)
@@ -47,6 +51,7 @@ from teamgym.adapters.verl.loop_base import (
     episode_extra,
     trajectory_output,
 )
+from teamgym.adapters.verl.partners import PARTNER_METRICS
 from teamgym.adapters.verl.trajectory import Trajectory
 from teamgym.names import EPISODE_LOOP_NAME
 
@@ -131,13 +136,17 @@ class TeamEpisodeLoop(TeamLoopBase):
         await group.settle(True)  # raises EpisodeIncomplete for a lone survivor
         return outputs
 
-    async def _turn(self, seats: list[_Seat], sampling: dict[str, Any], where: str) -> list[str]:
-        """Every live seat's reply, generated at once; the first failure (or a turn slower
-        than ``turn_timeout``) cancels the others and ends the episode."""
-        tasks = [
+    async def _turn(
+        self, seats: list[_Seat], sampling: dict[str, Any], where: str, episode: EpisodeEnv
+    ) -> tuple[list[str], dict[str, str]]:
+        """Every live seat's reply and the LLM partners' replies, asked at once; the first
+        failure (or a turn slower than ``turn_timeout``) cancels the others and ends the
+        episode."""
+        tasks: list[asyncio.Future[Any]] = [
             asyncio.ensure_future(self._reply(s.traj, s.valid, s.request_id, sampling))
             for s in seats
         ]
+        tasks.append(asyncio.ensure_future(episode.partner_replies()))
         try:
             done, pending = await asyncio.wait(
                 tasks, timeout=self.settings.turn_timeout, return_when=asyncio.FIRST_EXCEPTION
@@ -150,11 +159,12 @@ class TeamEpisodeLoop(TeamLoopBase):
         if failed:
             raise failed[0].exception()  # type: ignore[misc]
         if pending:
-            late = ", ".join(s.agent for s, t in zip(seats, tasks, strict=True) if t in pending)
+            names = [s.agent for s in seats] + ["the partners"]
+            late = ", ".join(n for n, t in zip(names, tasks, strict=True) if t in pending)
             raise EpisodeIncomplete(
                 f"{where}: turn timed out after {self.settings.turn_timeout}s waiting for {late}"
             )
-        return [t.result() for t in tasks]
+        return [t.result() for t in tasks[:-1]], tasks[-1].result()
 
     async def _play(
         self, row: EpisodeRow, sampling_params: dict[str, Any], kwargs: dict[str, Any]
@@ -190,8 +200,9 @@ class TeamEpisodeLoop(TeamLoopBase):
 
             # 3. turns: every live agent's reply at once, one env step, the next observations
             while live := [s for s in seats if s.agent in episode.live]:
-                replies = await self._turn(live, sampling_params, where)
-                results = episode.step({s.agent: r for s, r in zip(live, replies, strict=True)})
+                replies, partners = await self._turn(live, sampling_params, where, episode)
+                joint = {s.agent: r for s, r in zip(live, replies, strict=True)} | partners
+                results = episode.step(joint)
                 for seat, reply in zip(live, replies, strict=True):
                     result = results[seat.agent]
                     seat.replies.append(reply)
@@ -205,6 +216,7 @@ class TeamEpisodeLoop(TeamLoopBase):
 
         # 4. one trajectory per trained agent, each with its own return; one field set for all
         shared = episode_extra(metrics) | {"prompt_mismatch": mismatch}
+        shared |= {name: float(metrics[name]) for name in PARTNER_METRICS}
         shared |= {f"return/{s.agent}": float(s.total) for s in seats}
         outputs = []
         for seat in seats:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teamgym.adapters.verl.episode_env import EpisodeEnv, StepResult
+from teamgym.adapters.verl.partners import split_teammates
 from teamgym.adapters.verl.settings import AgentLoopSettings
 from teamgym.envs.registration import make
 from teamgym.envs.sharing import RewardSharing
@@ -123,6 +124,13 @@ class EpisodeHub:
                 None,
             )
         if inst is None:
+            llm = split_teammates(teammates or {})[1]
+            if llm:  # the hub steps the env at once when the rows' replies are in
+                raise ValueError(
+                    f"{key}: LLM partners ({', '.join(sorted(set(llm.values())))}) play on the "
+                    "episode layout only: rebuild the dataset with `teamgym verl-data --layout "
+                    "episode` (verl's v1 trainer)"
+                )
             episode = EpisodeEnv(
                 env_id, env_kwargs, seed, sharing, teammates, self.env_factory, keep=(agent,)
             )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -133,6 +133,36 @@ def add_teammate_arg(parser: argparse.ArgumentParser) -> None:
 def teammates(args: argparse.Namespace) -> dict[str, str]:
     """``--teammate`` pairs; checkpoint paths made absolute (rows may be read elsewhere)."""
     return _agent_baselines(args.teammate, "--teammate")
+
+
+def add_partner_arg(flag: str, help_text: str) -> Callable[[argparse.ArgumentParser], None]:
+    """A ``flag SPEC[=WEIGHT]`` declaration (repeatable), read by :func:`partners_of`."""
+
+    def add(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            flag, action="append", default=[], metavar="SPEC[=WEIGHT]", help=help_text
+        )
+
+    return add
+
+
+def partners_of(flag: str) -> Callable[[argparse.Namespace], list[str]]:
+    """The reader of ``flag``'s ``SPEC[=WEIGHT]`` values, ``checkpoint:`` paths made absolute
+    (rows may be read elsewhere) and each checked (a bad weight is a usage error)."""
+    attr = flag.removeprefix("--").replace("-", "_")
+
+    def read(args: argparse.Namespace) -> list[str]:
+        from teamgym.envs.lineup import resolve_spec
+        from teamgym.envs.partners import parse_weighted
+
+        out = []
+        for text in getattr(args, attr):
+            with bad_input(ValueError):
+                spec, weight = parse_weighted(text)
+            out.append(resolve_spec(spec) + ("" if text.strip() == spec else f"={weight:g}"))
+        return out
+
+    return read
 
 
 def add_warmup_teacher_arg(parser: argparse.ArgumentParser) -> None:

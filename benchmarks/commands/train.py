@@ -15,7 +15,9 @@ from rich.console import Console
 
 from teamgym.adapters.cpu.args import RunSettingsError, TrainArgs
 from teamgym.benchmarks.commands.common import (
+    CommandError,
     add_env_arg,
+    add_partner_arg,
     add_teammate_arg,
     add_warmup_teacher_arg,
     bad_input,
@@ -24,6 +26,7 @@ from teamgym.benchmarks.commands.common import (
     check_teammates,
     check_warmup_teachers,
     env_kwargs,
+    partners_of,
     teammates,
     warmup_teachers,
 )
@@ -35,10 +38,40 @@ from teamgym.benchmarks.commands.dataclass_args import (
 from teamgym.names import CHECKPOINT_PREFIX
 
 NAME = "train"
+
+
+def add_partner_seat_arg(parser: argparse.ArgumentParser) -> None:
+    """``--partner-seat AGENT`` (repeatable)."""
+    parser.add_argument(
+        "--partner-seat",
+        action="append",
+        default=[],
+        metavar="AGENT",
+        help="an agent the partners play, not trained (repeatable)",
+    )
+
+
 CUSTOM = {
     "env_kwargs": Custom(add_env_arg, env_kwargs),
     "teammates": Custom(add_teammate_arg, teammates),
     "warmup_teachers": Custom(add_warmup_teacher_arg, warmup_teachers),
+    "partners": Custom(
+        add_partner_arg(
+            "--partner",
+            "a frozen partner of the --partner-seat agents (repeatable: a pool, one partner an "
+            "episode, drawn from its seed with the weights): a baseline or checkpoint:DIR",
+        ),
+        partners_of("--partner"),
+    ),
+    "partner_seats": Custom(add_partner_seat_arg, lambda args: list(args.partner_seat)),
+    "eval_partners": Custom(
+        add_partner_arg(
+            "--eval-partner",
+            "a partner held out of training (repeatable): every evaluation also plays with "
+            "these in the partner seats (cross-play: eval_crossplay_success, eval_crossplay_gap)",
+        ),
+        partners_of("--eval-partner"),
+    ),
 }
 
 
@@ -60,7 +93,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     teachers = [settings.warmup_policy, *settings.warmup_teachers.values()]
     teachers = teachers if settings.warmup_steps > 0 else []
     check_warmup_teachers(settings)  # before the baselines: a checkpoint loads a model
-    check_baselines(settings.env, [*settings.teammates.values(), *teachers])
+    partner_specs = check_partners(settings)
+    check_baselines(settings.env, [*settings.teammates.values(), *teachers, *partner_specs])
     from teamgym.adapters.cpu.trainer import train  # torch: only once the input is known good
     from teamgym.adapters.verl.dataset import PromptTooLongError
 
@@ -68,6 +102,34 @@ def run(args: argparse.Namespace, console: Console) -> int:
         history = train(settings, progress=not args.quiet)
     _report(settings.out, history, console)
     return 0
+
+
+def check_partners(settings: TrainArgs) -> list[str]:
+    """Refuse a partner pool that cannot be seated (no seats, seats the env lacks or a teammate
+    plays, no agent left to train, an LLM partner on the trainer's per-agent rows); returns
+    every partner spec, training and held-out, to be built once."""
+    from teamgym.adapters.verl.dataset import check_partner_layout, episode_rows
+
+    rollout = settings.rollout
+    if settings.eval_partners and not settings.partner_seats:
+        raise CommandError("--eval-partner needs --partner-seat AGENT (and --partner)")
+    with bad_input(ValueError):
+        pool = rollout.pool
+        if pool is None:
+            return []
+        held_out = None
+        if settings.eval_partners:
+            held_out = rollout.with_partners(tuple(settings.eval_partners)).pool
+        check_partner_layout("row", pool, held_out)
+        episode_rows(
+            rollout.env,
+            rollout.env_kwargs,
+            [0],
+            "check",
+            teammates=rollout.teammates,
+            partners=pool,
+        )
+    return [*pool.specs, *(held_out.specs if held_out is not None else ())]
 
 
 def _report(out: str, history: list[dict], console: Console) -> None:

@@ -4,13 +4,16 @@ episode``, verl's v1 trainer) or per episode seed and trained agent (``--layout 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from rich.console import Console
 
 from teamgym.benchmarks.commands.common import (
+    CommandError,
     add_env_arg,
     add_teammate_arg,
     bad_input,
+    check_baselines,
     check_env,
     check_teammates,
     env_kwargs,
@@ -63,6 +66,31 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "its default); row: a row is one agent of an episode (the legacy trainer, trainer.use_v1=false)",
     )
     p.add_argument(
+        "--partner",
+        action="append",
+        default=[],
+        metavar="SPEC[=WEIGHT]",
+        help="a frozen partner for the --partner-seat agents (repeatable: a pool, one partner "
+        "per episode, drawn from its seed with the weights): a baseline, checkpoint:DIR, "
+        "openai:MODEL@URL (an OpenAI-compatible server) or transformers:DIR (the last two need "
+        "--layout episode)",
+    )
+    p.add_argument(
+        "--partner-seat",
+        action="append",
+        default=[],
+        metavar="AGENT",
+        help="an agent the partners play (repeatable)",
+    )
+    p.add_argument(
+        "--val-partner",
+        action="append",
+        default=[],
+        metavar="SPEC[=WEIGHT]",
+        help="the validation episodes' partners instead (repeatable): partners held out of "
+        "training, for cross-play (default: the --partner pool)",
+    )
+    p.add_argument(
         "--max-prompt-length",
         type=positive_int,
         default=2048,
@@ -79,7 +107,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     kwargs, mates = env_kwargs(args), teammates(args)
     check_env(args.env, kwargs)
     check_teammates(args.env, kwargs, mates)
-    with bad_input(PromptTooLongError):
+    pool, val_pool = partner_pools(args)
+    with bad_input(PromptTooLongError, ValueError):
         manifest = build_dataset(
             args.env,
             args.out,
@@ -91,6 +120,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
             tokenizer=args.tokenizer,
             max_prompt_length=args.max_prompt_length,
             layout=args.layout,
+            partners=pool,
+            val_partners=val_pool,
         )
     if manifest.max_prompt_tokens is not None:
         console.print(
@@ -103,3 +134,30 @@ def run(args: argparse.Namespace, console: Console) -> int:
         f"episode; layout {manifest.layout})"
     )
     return 0
+
+
+def partner_pools(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The training and validation partner pools of ``--partner``, ``--partner-seat`` and
+    ``--val-partner`` (None where none is given); each spec is parsed and each baseline built
+    once, so a typo fails here, not in a worker."""
+    from teamgym.adapters.agents.kinds import parse_agent_spec
+    from teamgym.adapters.verl.partners import partner_spec
+    from teamgym.envs.partners import PartnerPool
+
+    if not args.partner and not args.val_partner:
+        if args.partner_seat:
+            raise CommandError("--partner-seat needs at least one --partner")
+        return None, None
+    if not args.partner:
+        raise CommandError("--val-partner needs a training pool too (--partner)")
+    if not args.partner_seat:
+        raise CommandError("--partner needs --partner-seat AGENT: the seats the partners play")
+    with bad_input(ValueError):
+        pools = [
+            PartnerPool.parse(specs, args.partner_seat) if specs else None
+            for specs in (args.partner, args.val_partner)
+        ]
+        specs = [s for pool in pools if pool is not None for s in pool.specs]
+        parsed = [parse_agent_spec(partner_spec(s)) for s in specs]
+    check_baselines(args.env, [p.options["name"] for p in parsed if p.kind == "baseline"])
+    return pools[0], pools[1]

@@ -620,3 +620,62 @@ def test_groups_with_signal_counts_groups_whose_returns_differ() -> None:
         non_tensors={"uid": np.array(["a", "a", "b", "b", "c", "c"], dtype=object)},
     )
     assert groups_with_signal(out) == pytest.approx(1 / 3)
+
+
+def test_partners_play_their_seats_and_evaluations_report_cross_play(model_dir, tmp_path) -> None:
+    """``teamgym train --partner expert --partner babbler --partner-seat robot_0
+    --eval-partner palette-babbler``: each episode's rows train robot_1 only, with the partner
+    the pool picks for the seed; the warm-up seats the same partners; every evaluation reports
+    success per training partner, cross-play with the held-out partner, and their gap."""
+    from teamgym.adapters.cpu.rollout import build_batch
+    from teamgym.envs.partners import PartnerPool
+
+    out = tmp_path / "run"
+    args = _args(
+        model_dir,
+        out,
+        teammates={},
+        partners=["expert", "babbler"],
+        partner_seats=["robot_0"],
+        eval_partners=["palette-babbler"],
+        steps=1,
+        eval_every=1,
+        eval_episodes=8,
+        warmup_steps=2,
+    )
+    pool = PartnerPool.parse(["expert", "babbler"], ["robot_0"])
+    batch = build_batch(args.rollout, list(range(8)), "train", 2)
+    infos = list(batch.non_tensor_batch["extra_info"])
+    assert {i["agent"] for i in infos} == {"robot_1"}
+    assert [i["partner"] for i in infos] == [pool.pick(i["seed"]) for i in infos]
+    assert {i["partner"] for i in infos} == {"expert", "babbler"}
+    (record,) = train(args, progress=False)
+    for key in ("eval_success", "eval_crossplay_success", "success/expert", "success/babbler"):
+        assert any(k.endswith(key) for k in record), (key, sorted(record))
+    assert record["eval_crossplay_gap"] == pytest.approx(
+        record["eval_success"] - record["eval_crossplay_success"]
+    )
+    warmup = json.loads((out / "warmup.json").read_text())
+    assert "crossplay_success" in warmup["eval"] and "crossplay_gap" in warmup["eval"]
+
+
+def test_partner_flags_are_checked_before_training(tmp_path, capsys) -> None:
+    """Seats without a pool, a held-out pool without seats, a seat the env lacks and an
+    unknown baseline: each an error line and status 2, nothing trained."""
+    from teamgym.benchmarks import cli
+
+    base = ["train", "--model", "m", "--out", str(tmp_path / "o"), "--warmup-steps", "0"]
+    cases = [
+        (["--eval-partner", "expert"], "--eval-partner needs --partner-seat"),
+        (["--partner", "expert", "--partner-seat", "robot_7"], "'robot_7' is not an agent"),
+        (["--partner", "nope", "--partner-seat", "robot_0"], "no baseline 'nope'"),
+        (["--partner", "expert=-2", "--partner-seat", "robot_0"], "must be > 0"),
+        (
+            ["--partner", "openai:m@http://127.0.0.1:9/v1", "--partner-seat", "robot_0"],
+            "episode layout only",
+        ),
+    ]
+    for flags, message in cases:
+        assert cli.main([*base, *flags]) == 2, flags
+        assert message in " ".join(capsys.readouterr().out.split()), flags
+    assert not (tmp_path / "o").exists()

@@ -597,3 +597,42 @@ def test_without_vllm_the_cpu_host_names_the_cpu_extra(dataset_dir, monkeypatch)
     monkeypatch.delenv("VERL_PLATFORM")
     with pytest.raises(TeamConfigError, match=r"teamgym\[vllm\]'.*pins the versions"):
         check_engine(cfg)
+
+
+def test_verl_data_writes_each_episodes_partner_into_its_row(tmp_path: Path, monkeypatch) -> None:
+    """``teamgym verl-data --partner ... --partner-seat ... --val-partner ...`` as typed: every
+    row names the partner the pool picks for its seed (in ``partner`` and ``teammates``) and
+    trains the other seats only; validation rows have the held-out partner; the manifest
+    records both pools, the files pass the manifest check and ``--check-only`` accepts them."""
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+    from teamgym.adapters.verl.dataset import check_dataset
+    from teamgym.adapters.verl.train import main
+    from teamgym.benchmarks import cli
+    from teamgym.envs.partners import PartnerPool
+
+    out = tmp_path / "data"
+    argv = ["verl-data", "--env", "signal-v0", "--train-episodes", "24", "--val-episodes", "4"]
+    pool_flags = ["--partner", "expert", "--partner", "random=3", "--partner-seat", "robot_0"]
+    assert cli.main([*argv, *pool_flags, "--val-partner", "babbler", "--out", str(out)]) == 0
+    pool = PartnerPool.parse(["expert", "random=3"], ["robot_0"])
+    train = list(pd.read_parquet(out / "train.parquet")["extra_info"])
+    val = list(pd.read_parquet(out / "val.parquet")["extra_info"])
+    assert [i["partner"] for i in train] == [pool.pick(int(i["seed"])) for i in train]
+    assert {i["partner"] for i in train} == {"expert", "random"}
+    for info in train + val:
+        assert json.loads(info["teammates"]) == {"robot_0": info["partner"]}
+        assert json.loads(info["agents"]) == ["robot_1"]
+    assert {i["partner"] for i in val} == {"babbler"}
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["partners"] == pool.to_json()
+    assert manifest["val_partners"]["partners"] == [{"spec": "babbler", "weight": 1.0}]
+    assert check_dataset(out).agents_per_row == 1
+    monkeypatch.setitem(RolloutReplicaRegistry._registry, "teamgym_cpu", lambda: None)
+    checked = [
+        "actor_rollout_ref.rollout.name=teamgym_cpu",
+        f"teamgym.dataset_dir={out}",
+        "actor_rollout_ref.rollout.agent.num_workers=1",
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+    ]
+    assert main(["--check-only", *checked]) == 0

@@ -602,3 +602,87 @@ def test_the_same_episode_rows_give_the_same_trajectories_and_advantages(
     first, second = played
     assert len(first) == len(EPISODES) * N * 2
     assert first == second
+
+
+# ---------------------------------------------------------------- partners (issue 40)
+def _partner_dataset(out, partners: list[str]):
+    """4 training episodes of signal-v0 (2 rounds) with robot_0 played by the pool ``partners``."""
+    from teamgym.adapters.verl.dataset import build_dataset
+    from teamgym.envs.partners import PartnerPool
+
+    pool = PartnerPool.parse(partners, seats=["robot_0"])
+    build_dataset("signal-v0", out, 4, 0, {"num_rounds": 2}, partners=pool)
+    return out, pool
+
+
+def test_a_partner_served_over_http_plays_its_seat_and_never_enters_the_batch(
+    v1, tokenizer, model_dir, serve_process, tmp_path
+) -> None:
+    """robot_0 is a frozen model behind a real ``teamgym serve`` on loopback (the kind of
+    server a vLLM serving a checkpoint is): the episode loop asks it each turn, next to the
+    trained robot_1's requests. Only robot_1's trajectories are stored (seat 1, no seat-0
+    key), their model tokens are the trained replies only, and every output records the
+    partner's answered turns and latency."""
+    server = serve_process(model_dir)
+    try:
+        spec = f"openai:{model_dir}@{server.url}"
+        data, _ = _partner_dataset(tmp_path / "data", [spec])
+        keys, proto, infos, _ = _rollout(
+            v1,
+            tokenizer,
+            data,
+            policy_reply(RandomPolicy(seed=6)),
+            rows=tuple(range(4)),
+            worker=TeamAgentLoopWorkerTQ,
+        )
+    finally:
+        server.stop()
+    assert len(keys) == 4 * N  # one trained agent a session
+    assert {_agent_of(k)[1] for k in keys} == {"1"}, keys
+    assert all(json.loads(i["teammates"]) == {"robot_0": spec} for i in infos)
+    data_fields = tq.kv_batch_get(
+        keys=keys, partition_id="train", select_fields=["extra_fields", "responses"]
+    )
+    for extra in data_fields["extra_fields"]:
+        assert extra["teamgym_agent"] == "robot_1"
+        metrics = extra["reward_extra_info"]
+        assert metrics["partner_replies"] >= 2  # a turn a round at least
+        assert metrics["partner_latency_s"] > 0
+        assert "return/robot_0" not in metrics  # the partner has no return to train on
+    mask = proto.batch["response_mask"]
+    trained_turns = sum(len(e["teamgym_replies"]) for e in data_fields["extra_fields"])
+    assert int(mask.sum()) > 0 and trained_turns > 0
+
+
+def test_a_pool_picks_by_seed_and_a_failing_partner_leaves_its_episodes_out(
+    v1, tokenizer, tmp_path
+) -> None:
+    """A pool of the scripted expert and a partner whose server is down (no retries): the
+    pool's pick, written into each row, decides which episodes fail; those rows store nothing
+    (never trained on), the expert's episodes are whole."""
+    dead = json.dumps(
+        {
+            "kind": "openai",
+            "model": "frozen",
+            "base_url": "http://127.0.0.1:9/v1",  # the discard port: nothing listens
+            "max_retries": 0,
+            "timeout": 5,
+        }
+    )
+    data, pool = _partner_dataset(tmp_path / "data", ["expert", dead])
+    keys, _, _, uids = _rollout(
+        v1,
+        tokenizer,
+        data,
+        policy_reply(RandomPolicy(seed=7)),
+        rows=tuple(range(4)),
+        worker=TeamAgentLoopWorkerTQ,
+    )
+    import pandas as pd
+
+    rows = pd.read_parquet(data / "train.parquet")
+    picked = [pool.pick(int(i["seed"])) for i in rows["extra_info"]]
+    assert [i["partner"] for i in rows["extra_info"]] == picked
+    assert set(picked) == {"expert", dead}, "the draw should give both partners in 4 episodes"
+    stored = {u: sum(_agent_of(k)[0] == u for k in keys) for u in uids}
+    assert [stored[u] for u in uids] == [N if p == "expert" else 0 for p in picked]

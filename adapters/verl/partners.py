@@ -1,0 +1,122 @@
+"""Frozen LLM partners in training episodes: seats played by an OpenAI-compatible server or a
+local model, never by the model being trained.
+
+A row's ``teammates`` maps seats to agent specs (see :mod:`teamgym.envs.partners` for pools).
+Scripted specs (baselines, ``checkpoint:DIR``) stay with :class:`~teamgym.envs.lineup.Lineup`,
+as before; the LLM kinds (``openai:MODEL@URL``, ``transformers:DIR``, or their mapping form as
+JSON) are built here with :func:`~teamgym.adapters.agents.kinds.build_agent`, once per process
+and spec (so a server's connection pool is shared across the episodes a worker plays), and
+answer through their async ``act``. Their replies never enter a trajectory: the episode loop
+sends them to the env next to the trained agents' replies, and records their count and latency
+in the episode metrics. A partner that cannot answer (dead server after its retries, a timeout)
+raises :class:`PartnerFailed`: the episode ends as a crashed one does (verl's v1 worker marks
+the row ``failure``; it is never trained on, and verl counts it in
+``training/rollout_failure/evicted_samples``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from teamgym.adapters.agents.kinds import (
+    AgentError,
+    EpisodeAgent,
+    RunAgent,
+    build_agent,
+    parse_agent_spec,
+)
+
+__all__ = [
+    "PARTNER_METRICS",
+    "PartnerFailed",
+    "Partners",
+    "is_llm_partner",
+    "partner_spec",
+    "split_teammates",
+]
+
+#: The partner figures every episode-loop output carries (0 without LLM partners).
+PARTNER_METRICS = ("partner_replies", "partner_latency_s")
+
+_AGENTS: dict[tuple[str, str], RunAgent] = {}
+_AGENTS_LOCK = threading.Lock()
+
+
+class PartnerFailed(RuntimeError):
+    """An LLM partner gave no reply: the episode cannot go on and is not trained on."""
+
+
+def partner_spec(text: str) -> Any:
+    """A teammate spec as the row stores it: a string, or a mapping as JSON (for options the
+    string form cannot set, e.g. ``{"kind": "openai", ..., "max_retries": 0}``)."""
+    stripped = text.strip()
+    return json.loads(stripped) if stripped.startswith("{") else stripped
+
+
+def is_llm_partner(spec: str) -> bool:
+    """Whether a teammate spec is an LLM agent (played here), not a scripted one (Lineup)."""
+    return parse_agent_spec(partner_spec(spec)).kind != "baseline"
+
+
+def split_teammates(teammates: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``(scripted, llm)``: the seats Lineup plays and the seats :class:`Partners` plays."""
+    scripted: dict[str, str] = {}
+    llm: dict[str, str] = {}
+    for agent, spec in teammates.items():
+        (llm if is_llm_partner(spec) else scripted)[agent] = spec
+    return scripted, llm
+
+
+def _run_agent(env_id: str, spec: str) -> RunAgent:
+    """The process's agent for ``spec`` on ``env_id``, built on first use."""
+    key = (env_id, spec)
+    with _AGENTS_LOCK:
+        if key not in _AGENTS:
+            _AGENTS[key] = build_agent(parse_agent_spec(partner_spec(spec)), env_id)
+        return _AGENTS[key]
+
+
+class Partners:
+    """The LLM partners of one episode: one :class:`EpisodeAgent` per distinct spec, seeded
+    with the episode seed (the training rule of every teammate), playing its seats."""
+
+    def __init__(self, env_id: str, seats: Mapping[str, str], env: Any, seed: int) -> None:
+        self.seats = dict(seats)
+        players: dict[str, EpisodeAgent] = {}
+        self.players: dict[str, EpisodeAgent] = {}
+        for agent, spec in sorted(self.seats.items()):
+            if spec not in players:
+                players[spec] = _run_agent(env_id, spec).episode(env, seed)
+            self.players[agent] = players[spec]
+        self._episodes = list(players.values())
+
+    async def replies(
+        self, agents: list[str], observations: Mapping[str, Any], infos: Mapping[str, Any]
+    ) -> dict[str, str]:
+        """The replies of the partner seats among ``agents``, asked at once; raises
+        :class:`PartnerFailed` naming the seat and the partner when one cannot answer."""
+        seats = [a for a in agents if a in self.players]
+
+        async def one(agent: str) -> str:
+            try:
+                return await self.players[agent].act(agent, observations[agent], infos[agent])
+            except (AgentError, OSError, asyncio.TimeoutError) as exc:
+                raise PartnerFailed(
+                    f"partner {self.seats[agent]} in seat {agent} gave no reply: {exc}"
+                ) from exc
+
+        replies = await asyncio.gather(*(one(a) for a in seats))
+        return dict(zip(seats, replies, strict=True))
+
+    def metrics(self) -> dict[str, float]:
+        """The partners' answered turns and their mean latency in seconds."""
+        records = [r for e in self._episodes for r in e.records if r.get("reply") is not None]
+        latency = [float(r.get("latency_s", 0.0)) for r in records]
+        return {
+            "partner_replies": float(len(records)),
+            "partner_latency_s": sum(latency) / len(latency) if latency else 0.0,
+        }

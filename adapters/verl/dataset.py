@@ -49,6 +49,7 @@ __all__ = [
     "check_files",
     "check_partner_layout",
     "episode_rows",
+    "partner_source",
     "prompt_token_lengths",
 ]
 
@@ -87,6 +88,18 @@ class DatasetManifest:
     """The training episodes' partner pool (seats, specs, weights), or None."""
     val_partners: dict[str, Any] | None = None
     """The validation episodes' partner pool, or None."""
+
+
+def partner_source(env_id: str, partner: str) -> str:
+    """A row's ``data_source``: the env id, with the partner's label when a pool seats one
+    (``signal-v0/with:expert``). VERL's validation groups its metrics by data source, so each
+    partner gets its own ``val-aux/<env>/with:<partner>/...`` figures (cross-play per partner)."""
+    if not partner:
+        return env_id
+    from teamgym.adapters.agents.kinds import parse_agent_spec
+    from teamgym.adapters.verl.partners import partner_spec
+
+    return f"{env_id}/with:{parse_agent_spec(partner_spec(partner)).label}"
 
 
 def check_partner_layout(layout: str, *pools: PartnerPool | None) -> None:
@@ -158,12 +171,13 @@ def episode_rows(
         seated = teammates | (partners.seats_for(int(seed)) if partners is not None else {})
         teammates_json = json.dumps(seated, sort_keys=True)
         partner = partners.pick(int(seed)) if partners is not None else ""
+        source = partner_source(env_id, partner)
         for agent in env.possible_agents:
             if agent in seated:
                 continue
             rows.append(
                 {
-                    "data_source": env_id,
+                    "data_source": source,
                     "prompt": [
                         {"role": "system", "content": infos[agent]["instructions"]},
                         {"role": "user", "content": obs[agent]},

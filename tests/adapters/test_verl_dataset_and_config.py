@@ -628,6 +628,18 @@ def test_verl_data_writes_each_episodes_partner_into_its_row(tmp_path: Path, mon
     assert manifest["partners"] == pool.to_json()
     assert manifest["val_partners"]["partners"] == [{"spec": "babbler", "weight": 1.0}]
     assert check_dataset(out).agents_per_row == 1
+    # each partner its own data source, so verl's validation metrics come per partner
+    from verl.trainer.ppo.metric_utils import process_validation_metrics
+
+    frame = pd.read_parquet(out / "train.parquet")
+    sources = list(frame["data_source"])
+    assert sources == [f"signal-v0/with:{i['partner']}" for i in frame["extra_info"]]
+    assert set(pd.read_parquet(out / "val.parquet")["data_source"]) == {"signal-v0/with:babbler"}
+    success = [float(s.endswith("expert")) for s in sources]  # as if the expert's episodes won
+    uids = [str(i) for i in range(len(sources))]
+    per_source = process_validation_metrics(sources, uids, {"success": success})
+    assert per_source["signal-v0/with:expert"]["success"]["mean@1"] == 1.0
+    assert per_source["signal-v0/with:random"]["success"]["mean@1"] == 0.0
     monkeypatch.setitem(RolloutReplicaRegistry._registry, "teamgym_cpu", lambda: None)
     checked = [
         "actor_rollout_ref.rollout.name=teamgym_cpu",

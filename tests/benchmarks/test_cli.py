@@ -140,9 +140,18 @@ def test_train_flags_are_the_train_args_fields() -> None:
     assert got.env_kwargs == {"num_rounds": 1} and got.teammates == {"robot_0": "expert"}
     assert got.warmup_teachers == {"robot_0": "babbler"}
     train_flags = {a.dest for a in parser._subparsers._group_actions[0].choices["train"]._actions}
-    custom = {"env_kwargs", "teammates", "warmup_teachers"}
+    custom = {"env_kwargs", "teammates", "warmup_teachers", "partners", "partner_seats"}
+    custom |= {"eval_partners"}
     fields = {f.name for f in dataclasses.fields(TrainArgs)} - custom
-    assert fields | {"env_arg", "teammate", "warmup_teacher", "quiet", "help"} == train_flags
+    flags = {"env_arg", "teammate", "warmup_teacher", "partner", "partner_seat", "eval_partner"}
+    assert fields | flags | {"quiet", "help"} == train_flags
+    pool = parsed(
+        *("--partner", "expert", "--partner", "checkpoint:rel/dir=2", "--partner-seat", "robot_0"),
+        *("--eval-partner", "babbler"),
+    )
+    assert pool.partners[0] == "expert" and pool.partners[1].endswith("/rel/dir=2")
+    assert pool.partners[1].startswith("checkpoint:/")  # made absolute, the weight kept
+    assert (pool.partner_seats, pool.eval_partners) == (["robot_0"], ["babbler"])
 
 
 def test_bad_input_is_an_error_line_and_a_bug_a_traceback(monkeypatch, capsys) -> None:

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from teamgym.adapters.verl.partners import check_partner_layout, partner_source
 from teamgym.envs.lineup import check_teammates
 from teamgym.envs.partners import PartnerPool
 from teamgym.envs.registration import make
@@ -47,9 +48,7 @@ __all__ = [
     "build_dataset",
     "check_dataset",
     "check_files",
-    "check_partner_layout",
     "episode_rows",
-    "partner_source",
     "prompt_token_lengths",
 ]
 
@@ -88,31 +87,6 @@ class DatasetManifest:
     """The training episodes' partner pool (seats, specs, weights), or None."""
     val_partners: dict[str, Any] | None = None
     """The validation episodes' partner pool, or None."""
-
-
-def partner_source(env_id: str, partner: str) -> str:
-    """A row's ``data_source``: the env id, with the partner's label when a pool seats one
-    (``signal-v0/with:expert``). VERL's validation groups its metrics by data source, so each
-    partner gets its own ``val-aux/<env>/with:<partner>/...`` figures (cross-play per partner)."""
-    if not partner:
-        return env_id
-    from teamgym.adapters.agents.kinds import parse_agent_spec
-    from teamgym.adapters.verl.partners import partner_spec
-
-    return f"{env_id}/with:{parse_agent_spec(partner_spec(partner)).label}"
-
-
-def check_partner_layout(layout: str, *pools: PartnerPool | None) -> None:
-    """LLM partners are asked by the episode loop only: refuse them on per-agent rows."""
-    from teamgym.adapters.verl.partners import is_llm_partner
-
-    llm = sorted({s for p in pools if p is not None for s in p.specs if is_llm_partner(s)})
-    if llm and layout != "episode":
-        raise ValueError(
-            f"LLM partners ({', '.join(llm)}) play on the episode layout only (the episode "
-            "loop asks them each turn; the per-agent rows' hub steps the env without them): "
-            "use --layout episode"
-        )
 
 
 class PromptTooLongError(ValueError):

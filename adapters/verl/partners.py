@@ -20,7 +20,7 @@ import asyncio
 import json
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from teamgym.adapters.agents.kinds import (
     AgentError,
@@ -30,11 +30,16 @@ from teamgym.adapters.agents.kinds import (
     parse_agent_spec,
 )
 
+if TYPE_CHECKING:
+    from teamgym.envs.partners import PartnerPool
+
 __all__ = [
     "PARTNER_METRICS",
     "PartnerFailed",
     "Partners",
+    "check_partner_layout",
     "is_llm_partner",
+    "partner_source",
     "partner_spec",
     "split_teammates",
 ]
@@ -120,3 +125,23 @@ class Partners:
             "partner_replies": float(len(records)),
             "partner_latency_s": sum(latency) / len(latency) if latency else 0.0,
         }
+
+
+def partner_source(env_id: str, partner: str) -> str:
+    """A row's ``data_source``: the env id, with the partner's label when a pool seats one
+    (``signal-v0/with:expert``). VERL's validation groups its metrics by data source, so each
+    partner gets its own ``val-aux/<env>/with:<partner>/...`` figures (cross-play per partner)."""
+    if not partner:
+        return env_id
+    return f"{env_id}/with:{parse_agent_spec(partner_spec(partner)).label}"
+
+
+def check_partner_layout(layout: str, *pools: PartnerPool | None) -> None:
+    """LLM partners are asked by the episode loop only: refuse them on per-agent rows."""
+    llm = sorted({s for p in pools if p is not None for s in p.specs if is_llm_partner(s)})
+    if llm and layout != "episode":
+        raise ValueError(
+            f"LLM partners ({', '.join(llm)}) play on the episode layout only (the episode "
+            "loop asks them each turn; the per-agent rows' hub steps the env without them): "
+            "use --layout episode"
+        )

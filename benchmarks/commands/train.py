@@ -108,7 +108,8 @@ def check_partners(settings: TrainArgs) -> list[str]:
     """Refuse a partner pool that cannot be seated (no seats, seats the env lacks or a teammate
     plays, no agent left to train, an LLM partner on the trainer's per-agent rows); returns
     every partner spec, training and held-out, to be built once."""
-    from teamgym.adapters.verl.dataset import check_partner_layout, episode_rows
+    from teamgym.adapters.verl.dataset import episode_rows
+    from teamgym.adapters.verl.partners import check_partner_layout
 
     rollout = settings.rollout
     if settings.eval_partners and not settings.partner_seats:

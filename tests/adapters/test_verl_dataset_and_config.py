@@ -279,6 +279,17 @@ def test_kl_watch_flags_steps_above_target(tmp_path: Path) -> None:
     assert [a.split(":")[0] for a in alerts] == ["step 2", "step 4"]
 
 
+def _check_only_args(dataset_dir: Path) -> list[str]:
+    """``--check-only`` overrides for ``dataset_dir`` on a rollout backend a plugin registered
+    (``teamgym_cpu``, put in verl's registry by the test), one worker, one storage unit."""
+    return [
+        "actor_rollout_ref.rollout.name=teamgym_cpu",
+        f"teamgym.dataset_dir={dataset_dir}",
+        "actor_rollout_ref.rollout.agent.num_workers=1",
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+    ]
+
+
 def test_check_only_runs_verls_own_validator(dataset_dir, capsys, monkeypatch) -> None:
     from verl.workers.rollout.replica import RolloutReplicaRegistry
 
@@ -286,12 +297,7 @@ def test_check_only_runs_verls_own_validator(dataset_dir, capsys, monkeypatch) -
 
     # a rollout backend a plugin registered (verl's registry API), so no engine is needed here
     monkeypatch.setitem(RolloutReplicaRegistry._registry, "teamgym_cpu", lambda: None)
-    base = [
-        "actor_rollout_ref.rollout.name=teamgym_cpu",
-        f"teamgym.dataset_dir={dataset_dir}",
-        "actor_rollout_ref.rollout.agent.num_workers=1",
-        "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
-    ]
+    base = _check_only_args(dataset_dir)
     assert main(["--check-only", *base]) == 0
     assert "All configuration checks passed" in capsys.readouterr().out  # VERL's own words
     # micro-batches by neither size nor token budget: VERL's validate_config refuses it
@@ -641,10 +647,4 @@ def test_verl_data_writes_each_episodes_partner_into_its_row(tmp_path: Path, mon
     assert per_source["signal-v0/with:expert"]["success"]["mean@1"] == 1.0
     assert per_source["signal-v0/with:random"]["success"]["mean@1"] == 0.0
     monkeypatch.setitem(RolloutReplicaRegistry._registry, "teamgym_cpu", lambda: None)
-    checked = [
-        "actor_rollout_ref.rollout.name=teamgym_cpu",
-        f"teamgym.dataset_dir={out}",
-        "actor_rollout_ref.rollout.agent.num_workers=1",
-        "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
-    ]
-    assert main(["--check-only", *checked]) == 0
+    assert main(["--check-only", *_check_only_args(out)]) == 0

@@ -14,7 +14,7 @@ import asyncio
 import hashlib
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from teamgym.adapters.agents import AgentError, AgentSpec, RunAgent, build_agent
@@ -116,7 +116,26 @@ async def _play(
     finally:
         env.close()
     trajectory = {"key": job.key, "seed": job.seed, "steps": steps, "agent_records": records}
-    return _result(job, metrics, error, digest.hexdigest()[:16], len(steps)), trajectory
+    result = _result(job, metrics, error, digest.hexdigest()[:16], len(steps))
+    usage = llm_usage(getattr(player, "records", []))
+    if usage is not None:  # LLM agents only: baselines' lines stay as they were
+        result["llm"] = usage
+    return result, trajectory
+
+
+def llm_usage(records: Sequence[Mapping[str, Any]]) -> dict[str, int] | None:
+    """The agent under test's replies and tokens in one episode (its chat records: the
+    ``transformers`` kind's ``prompt_tokens``/``completion_tokens``, the ``openai`` kind's
+    ``usage``); None for an agent that keeps no records (a baseline)."""
+    if not records:
+        return None
+    total = {"replies": 0, "prompt_tokens": 0, "completion_tokens": 0}
+    for r in records:
+        counts = r.get("usage") or r
+        total["replies"] += r.get("reply") is not None
+        for key in ("prompt_tokens", "completion_tokens"):
+            total[key] += int(counts.get(key) or 0)
+    return total
 
 
 async def _ask_all(calls: list[Any]) -> list[str]:

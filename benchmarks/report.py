@@ -5,7 +5,9 @@ group its means with 95% confidence intervals (Wilson for success, Student t for
 each clipped to the values its metric can take, :data:`RANGES`), its
 errored count, and two fingerprints: ``fingerprint``, the SHA-256 of the episodes' metrics in
 seed order (the same number ``teamgym baselines`` prints for the same seeds), and
-``trajectories``, a hash of the episodes' trajectory hashes. :func:`write_report` writes
+``trajectories``, a hash of the episodes' trajectory hashes; a setting played by an LLM agent
+also gets ``llm`` (replies, prompt and generated tokens per episode, successes per 1 000
+generated tokens, from its results' ``llm`` counts). :func:`write_report` writes
 ``summary.json``, ``report.md`` (with what success means in each env, :func:`success_criteria`)
 and the plots (:func:`figures`, each with its caption); :func:`compare_runs` says, episode by
 episode, whether two runs reproduced each other; :func:`paired_compare` tests whether agent A beats
@@ -134,9 +136,55 @@ def summarise(
                 },
                 "fingerprint": _hash(metrics)[:16] if metrics else None,
                 "trajectories": _hash([(r["seed"], r["trajectory_hash"]) for r in ok]),
+                **_llm_summary(ok, wins),
             }
         )
     return rows
+
+
+def _llm_summary(ok: Sequence[Mapping[str, Any]], wins: int) -> dict[str, Any]:
+    """``{"llm": ...}`` for a setting whose agent is an LLM (its results carry ``llm``):
+    replies and generated tokens per ok episode, and successes per 1 000 generated tokens
+    (what a success costs); ``{}`` otherwise, so baseline runs' summaries stay as they were."""
+    usage = [r["llm"] for r in ok if r.get("llm")]
+    if not usage or len(usage) != len(ok):
+        return {}
+    generated = sum(u["completion_tokens"] for u in usage)
+    return {
+        "llm": {
+            "replies_per_episode": sum(u["replies"] for u in usage) / len(usage),
+            "prompt_tokens_per_episode": sum(u["prompt_tokens"] for u in usage) / len(usage),
+            "generated_tokens_per_episode": generated / len(usage),
+            "success_per_1k_generated_tokens": 1000 * wins / generated if generated else None,
+        }
+    }
+
+
+def llm_table(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The Markdown lines of the LLM settings' token table (none when no setting has one)."""
+    llm = [r for r in rows if r.get("llm")]
+    if not llm:
+        return []
+    lines = [
+        "",
+        "## LLM replies and tokens",
+        "",
+        "Per ok episode, the agent under test's replies, prompt tokens and generated tokens "
+        "(as its model or server counted them); successes per 1 000 generated tokens.",
+        "",
+        "| env | args | agent | replies | prompt tokens | generated tokens | success / 1k tokens |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in llm:
+        u = r["llm"]
+        args = ",".join(f"{k}={v}" for k, v in sorted(r["kwargs"].items()))
+        per_k = u["success_per_1k_generated_tokens"]
+        lines.append(
+            f"| {r['env_id']} | {args} | {r['agent']} | {u['replies_per_episode']:.1f} | "
+            f"{u['prompt_tokens_per_episode']:.0f} | {u['generated_tokens_per_episode']:.0f} | "
+            f"{'-' if per_k is None else f'{per_k:.3f}'} |"
+        )
+    return lines
 
 
 def _fmt(stat: Mapping[str, Any], pct: bool = False) -> str:
@@ -222,6 +270,7 @@ def _markdown(run_dir: Path, rows: list[dict[str, Any]], plots: list[str], meta:
     columns, cells = columns_and_rows(rows)
     lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(row) + " |" for row in cells]
+    lines += llm_table(rows)
     lines += ["", "## What success means", "", "| env | success |", "|---|---|"]
     criteria = success_criteria(r["env_id"] for r in rows)
     lines += [f"| {env} | {text.replace('|', '&#124;')} |" for env, text in criteria.items()]

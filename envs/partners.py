@@ -25,7 +25,12 @@ from typing import Any
 
 from teamgym.envs.seeds import partner_draw
 
-__all__ = ["PartnerPool", "parse_weighted"]
+__all__ = ["SELF", "PartnerPool", "parse_weighted"]
+
+SELF = "self"
+"""The pool entry that seats no partner: the trained model plays the partner seats too
+(self-play), e.g. beside held-out partners in a validation pool, so one validation gives the
+self-play and cross-play figures of the same seeds' draws."""
 
 
 def parse_weighted(text: str) -> tuple[str, float]:
@@ -84,9 +89,10 @@ class PartnerPool:
         return self.specs[min(bisect.bisect_right(edges, partner_draw(seed)), len(edges) - 1)]
 
     def seats_for(self, seed: int) -> dict[str, str]:
-        """``{seat: spec}`` for episode ``seed``: its partner in every partner seat."""
+        """``{seat: spec}`` for episode ``seed``: its partner in every partner seat (none when
+        the pick is :data:`SELF`)."""
         spec = self.pick(seed)
-        return dict.fromkeys(self.seats, spec)
+        return {} if spec == SELF else dict.fromkeys(self.seats, spec)
 
     def check(self, agents: Sequence[str], teammates: Iterable[str] = ()) -> None:
         """Refuse (``ValueError``) seats that are not agents of the env or that a fixed

@@ -33,6 +33,7 @@ __all__ = [
     "forced_reply",
     "load_chat_model",
     "next_chat",
+    "recent_turns",
     "reply_seed",
 ]
 
@@ -62,6 +63,11 @@ class SamplingOptions:
     example: bool = False
     """Show the agent a worked example before its first turn: one turn of the env's expert on
     another seed (:func:`teamgym.adapters.agents.examples.worked_examples`)."""
+    history: int | None = None
+    """Past turns an agent's request carries: None, all of them; N, its last N (observation and
+    reply) after the system message and the example. The envs' observations state the game, so
+    a small model or a long episode (a context window of 8 192 tokens fills in about 50 turns
+    of foraging) can drop the oldest."""
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], label: str) -> SamplingOptions:
@@ -77,6 +83,11 @@ class SamplingOptions:
             )
         if not isinstance(example, bool):
             raise ValueError(f"{label}: example is true or false, got {example!r}")
+        history = options.get("history", default.history)
+        if history is not None and (
+            isinstance(history, bool) or not isinstance(history, int) or history < 0
+        ):
+            raise ValueError(f"{label}: history is null or a whole number >= 0, got {history!r}")
         sampling = cls(
             temperature=float(options.get("temperature", default.temperature)),
             top_p=float(options.get("top_p", default.top_p)),
@@ -84,6 +95,7 @@ class SamplingOptions:
             seed=int(options.get("seed", default.seed)),
             stop=tuple(stop),
             example=example,
+            history=history,
         )
         t, p, n = sampling.temperature, sampling.top_p, sampling.max_tokens
         if t < 0 or not 0 < p <= 1 or n < 1:
@@ -109,6 +121,15 @@ def next_chat(
         *(dict(m) for m in example),
     ]
     return [*chat, {"role": "user", "content": observation}]
+
+
+def recent_turns(messages: Sequence[Message], head: int, history: int | None) -> list[Message]:
+    """``messages`` with only the last ``history`` exchanges before the newest message: the
+    ``head`` first messages (system, example) and the newest always stay; None keeps all."""
+    if history is None:
+        return list(messages)
+    past = list(messages[head:-1])
+    return [*messages[:head], *(past[len(past) - 2 * history :] if history else []), messages[-1]]
 
 
 def forced_reply(valid: Sequence[str]) -> str | None:
@@ -151,8 +172,11 @@ class ChatEpisode:
         seed: int,
         seed_base: int = 0,
         examples: Mapping[str, Sequence[Message]] | None = None,
+        history: int | None = None,
     ) -> None:
         self.seed = seed
+        self.history = history
+        """:attr:`SamplingOptions.history`: past turns a request carries (None: all)."""
         self.seed_base = seed_base
         self.examples: dict[str, list[Message]] = {a: list(m) for a, m in (examples or {}).items()}
         """Each agent's worked example (shown before its first turn), when the agent has one."""
@@ -160,7 +184,8 @@ class ChatEpisode:
         self.records: list[dict[str, Any]] = []
 
     async def act(self, agent: str, observation: str, info: Mapping[str, Any]) -> str:
-        """The reply of ``agent`` to its chat plus ``observation``; the chat keeps both."""
+        """The reply of ``agent`` to its chat plus ``observation`` (its last ``history`` turns
+        when set); the chat keeps both."""
         example = self.examples.get(agent, [])
         messages = next_chat(self.chats, agent, observation, info, example)
         turn = (len(messages) - 2 - len(example)) // 2
@@ -175,7 +200,8 @@ class ChatEpisode:
         self.records.append(record)
         start = time.perf_counter()
         try:
-            reply = await self.complete(messages, record["seed"], record)
+            sent = recent_turns(messages, 1 + len(example), self.history)
+            reply = await self.complete(sent, record["seed"], record)
         finally:
             record["latency_s"] = round(time.perf_counter() - start, 6)
         record["reply"] = reply

@@ -42,7 +42,9 @@ class _TransformersEpisode(ChatEpisode):
     """One episode's chats, answered by the run's model."""
 
     def __init__(self, owner: TransformersAgent, seed: int, examples: Any = None) -> None:
-        super().__init__(seed, seed_base=owner.sampling.seed, examples=examples)
+        super().__init__(
+            seed, seed_base=owner.sampling.seed, examples=examples, history=owner.sampling.history
+        )
         self.owner = owner
 
     async def complete(self, messages: list[Message], seed: int, record: dict[str, Any]) -> str:

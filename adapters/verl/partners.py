@@ -29,6 +29,7 @@ from teamgym.adapters.agents.kinds import (
     build_agent,
     parse_agent_spec,
 )
+from teamgym.envs.partners import SELF
 
 if TYPE_CHECKING:
     from teamgym.envs.partners import PartnerPool
@@ -63,8 +64,9 @@ def partner_spec(text: str) -> Any:
 
 
 def is_llm_partner(spec: str) -> bool:
-    """Whether a teammate spec is an LLM agent (played here), not a scripted one (Lineup)."""
-    return parse_agent_spec(partner_spec(spec)).kind != "baseline"
+    """Whether a teammate spec is an LLM agent (played here), not a scripted one (Lineup) nor
+    :data:`~teamgym.envs.partners.SELF` (the trained model)."""
+    return spec != SELF and parse_agent_spec(partner_spec(spec)).kind != "baseline"
 
 
 def split_teammates(teammates: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -133,11 +135,25 @@ def partner_source(env_id: str, partner: str) -> str:
     partner gets its own ``val-aux/<env>/with:<partner>/...`` figures (cross-play per partner)."""
     if not partner:
         return env_id
+    if partner == SELF:
+        return f"{env_id}/with:{SELF}"
     return f"{env_id}/with:{parse_agent_spec(partner_spec(partner)).label}"
 
 
-def check_partner_layout(layout: str, *pools: PartnerPool | None) -> None:
-    """LLM partners are asked by the episode loop only: refuse them on per-agent rows."""
+def check_partner_layout(
+    layout: str, train: PartnerPool | None = None, *val: PartnerPool | None
+) -> None:
+    """LLM partners are asked by the episode loop only: refuse them on per-agent rows; refuse
+    :data:`~teamgym.envs.partners.SELF` in the training pool (its rows would hold more trained
+    agents than the partners' rows, and verl's batch sizes count trajectories per row)."""
+    pools = (train, *val)
+    if train is not None and SELF in train.specs:
+        raise ValueError(
+            f"{SELF!r} is a held-out partner only (--val-partner self, --eval-partner self): "
+            "a training row with "
+            "it holds every agent's trajectory, a partner's row fewer, and one run's rows must "
+            "hold the same number; train self-play in a run without --partner"
+        )
     llm = sorted({s for p in pools if p is not None for s in p.specs if is_llm_partner(s)})
     if llm and layout != "episode":
         raise ValueError(

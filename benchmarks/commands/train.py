@@ -110,6 +110,7 @@ def check_partners(settings: TrainArgs) -> list[str]:
     every partner spec, training and held-out, to be built once."""
     from teamgym.adapters.verl.dataset import episode_rows
     from teamgym.adapters.verl.partners import check_partner_layout
+    from teamgym.envs.partners import SELF
 
     rollout = settings.rollout
     if settings.eval_partners and not settings.partner_seats:
@@ -130,7 +131,8 @@ def check_partners(settings: TrainArgs) -> list[str]:
             teammates=rollout.teammates,
             partners=pool,
         )
-    return [*pool.specs, *(held_out.specs if held_out is not None else ())]
+    specs = [*pool.specs, *(held_out.specs if held_out is not None else ())]
+    return [s for s in specs if s != SELF]  # self: the trained model, nothing to build
 
 
 def _report(out: str, history: list[dict], console: Console) -> None:

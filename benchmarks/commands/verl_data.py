@@ -88,7 +88,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         default=[],
         metavar="SPEC[=WEIGHT]",
         help="the validation episodes' partners instead (repeatable): partners held out of "
-        "training, for cross-play (default: the --partner pool)",
+        "training, for cross-play; `self` draws self-play episodes beside them (default: the "
+        "--partner pool)",
     )
     p.add_argument(
         "--max-prompt-length",
@@ -142,7 +143,7 @@ def partner_pools(args: argparse.Namespace) -> tuple[Any, Any]:
     once, so a typo fails here, not in a worker."""
     from teamgym.adapters.agents.kinds import parse_agent_spec
     from teamgym.adapters.verl.partners import partner_spec
-    from teamgym.envs.partners import PartnerPool
+    from teamgym.envs.partners import SELF, PartnerPool
 
     if not args.partner and not args.val_partner:
         if args.partner_seat:
@@ -157,7 +158,7 @@ def partner_pools(args: argparse.Namespace) -> tuple[Any, Any]:
             PartnerPool.parse(specs, args.partner_seat) if specs else None
             for specs in (args.partner, args.val_partner)
         ]
-        specs = [s for pool in pools if pool is not None for s in pool.specs]
+        specs = [s for pool in pools if pool is not None for s in pool.specs if s != SELF]
         parsed = [parse_agent_spec(partner_spec(s)) for s in specs]
     check_baselines(args.env, [p.options["name"] for p in parsed if p.kind == "baseline"])
     return pools[0], pools[1]

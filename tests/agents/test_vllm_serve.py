@@ -12,13 +12,8 @@ in-process float32 model picks.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
@@ -29,60 +24,12 @@ pytest.importorskip("httpx")
 from teamgym.benchmarks.report import load_run
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def vllm_url(vllm_model_dir, tmp_path_factory) -> Iterator[str]:
+def vllm_url(vllm_model_dir, vllm_server, tmp_path_factory) -> Iterator[str]:
     """``http://127.0.0.1:PORT/v1`` of a vLLM server of the local model (about 45 s to start);
     stopped, and its ``/dev/shm`` files removed, after the module's tests."""
-    from teamgym.adapters.verl.cpu_host import remove_shm_leftovers, shm_entries
-
-    port, log = _free_port(), tmp_path_factory.mktemp("vllm") / "server.log"
-    before = shm_entries()
-    cmd = [
-        sys.executable,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(vllm_model_dir),
-    ]
-    cmd += ["--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--seed", "0"]
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            cmd,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"},
-        )
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            assert proc.poll() is None, (
-                f"vLLM exited with {proc.returncode}:\n{log.read_text()[-4000:]}"
-            )
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=5) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, f"vLLM did not start:\n{log.read_text()[-4000:]}"
-            time.sleep(2)
+    with vllm_server(vllm_model_dir, tmp_path_factory.mktemp("vllm")) as url:
         yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        remove_shm_leftovers(before)
 
 
 def _teamgym(*args: str) -> subprocess.CompletedProcess[str]:
@@ -120,6 +67,37 @@ def test_vllm_serving_the_model_scores_as_the_model_in_process(
         assert served["status"] == in_process["status"] == "ok", served["error"]
         assert served["trajectory_hash"] == in_process["trajectory_hash"], key
         assert served["metrics"] == in_process["metrics"], key
+
+
+@pytest.mark.slow
+def test_smollm2_through_vllm_plays_as_the_transformers_agent(
+    smollm2_dir, vllm_server, tmp_path
+) -> None:
+    """The real instruct model (issue 43) served by vLLM in float32 and loaded in-process, at
+    temperature 0 with the llm-smoke suite's options (a worked example, ``stop: </action>``,
+    32 tokens, ``history: 1``): the same trajectories, metrics and token counts on signal-v1."""
+    model = str(smollm2_dir)
+    options = {"example": True, "stop": ["</action>"], "max_tokens": 32, "history": 1}
+    runs = {}
+    with vllm_server(smollm2_dir, tmp_path) as url:
+        agents = {
+            "vllm": {"kind": "openai", "model": model, "base_url": url, **options},
+            "local": {"kind": "transformers", "path": model, "device": "cpu", **options},
+        }
+        for name, agent in agents.items():
+            out = tmp_path / name
+            smoke = ["bench", "run", "smoke", "--env", "signal-v1", "--episodes", "4"]
+            proc = _teamgym(*smoke, "--agent", json.dumps(agent), "--out", str(out))
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            runs[name] = {r["seed"]: r for r in load_run(out).values()}
+    assert set(runs["vllm"]) == set(runs["local"]) and len(runs["vllm"]) == 4
+    for seed, served in runs["vllm"].items():
+        in_process = runs["local"][seed]
+        assert served["trajectory_hash"] == in_process["trajectory_hash"], seed
+        assert served["metrics"] == in_process["metrics"], seed
+        assert served["llm"] == in_process["llm"], seed
+    invalid = [r["metrics"]["invalid_action_rate"] for r in runs["local"].values()]
+    assert min(invalid) < 1.0, "with the example, some reply names a valid action"
 
 
 @pytest.mark.slow

@@ -103,6 +103,30 @@ def test_shipped_suites_load_and_expand() -> None:
         load_suite("smokey")
 
 
+def test_the_llm_smoke_suite_plays_every_env_easy_and_default_beside_random_and_expert() -> None:
+    """``llm-smoke`` (issue 43): every registered env, at its ``easy`` setting and its defaults
+    where it has a difficulty; each setting played by random, the expert and SmolLM2 (imported
+    to models/smollm2) with the small-model options, on the same seeds."""
+    from teamgym.envs import registry
+    from teamgym.envs.registration import latest_versions
+
+    suite = load_suite("llm-smoke")
+    assert {s.env_id for s in suite.settings} == set(latest_versions(registry()))
+    labels = {s.group.rsplit(" ", 1)[0]: set() for s in suite.settings}
+    for s in suite.settings:
+        labels[s.group.rsplit(" ", 1)[0]].add(s.agent.kind)
+    assert all(kinds == {"baseline", "transformers"} for kinds in labels.values()), labels
+    llm = next(s.agent for s in suite.settings if s.agent.kind == "transformers")
+    assert str(llm.options["path"]).endswith("models/smollm2") and llm.options["history"] == 1
+    assert llm.options["example"] is True and llm.options["stop"] == ["</action>"]
+    for env_id in ("foraging-v1", "keydoor-v0", "publicgoods-v0", "hanabi-v0"):
+        levels = {s.kwargs.get("difficulty") for s in suite.settings if s.env_id == env_id}
+        assert "easy" in levels and levels & {None, "medium"}, (env_id, levels)
+    seeds = {s.group: s.seeds for s in suite.settings}
+    for group in labels:  # the three agents of a setting play the same seeds
+        assert len({tuple(v) for k, v in seeds.items() if k.startswith(group + " ")}) == 1
+
+
 def test_overrides_replace_the_suite_values_and_change_its_hash() -> None:
     base = load_suite("smoke", envs=["signal-v1"], episodes=3)
     assert len(base) == 4 * 3  # random, expert, babbler, palette-babbler; 3 episodes each

@@ -99,3 +99,15 @@ def test_parse_weighted_never_fails_but_with_a_value_error(text: str) -> None:
     except ValueError:
         return
     assert spec and spec == spec.strip() and weight > 0
+
+
+def test_self_seats_nobody() -> None:
+    """A ``self`` pick leaves the partner seats to the trained model; the others seat."""
+    from teamgym.envs.partners import SELF
+
+    pool = PartnerPool.parse([SELF, "expert"], seats=["robot_0", "robot_1"])
+    picks = {s: pool.pick(s) for s in range(40)}
+    assert set(picks.values()) == {SELF, "expert"}
+    for seed, pick in picks.items():
+        expected = {} if pick == SELF else {"robot_0": "expert", "robot_1": "expert"}
+        assert pool.seats_for(seed) == expected

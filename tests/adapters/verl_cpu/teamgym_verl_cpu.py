@@ -134,10 +134,11 @@ def _hook_v1_trainer(module: types.ModuleType) -> None:
                 if real
                 else []
             )
-            team = {
-                k: e.get("reward_extra_info", {}).get("team_return")
-                for k, e in zip(real, list(extras), strict=True)
+            info = {
+                k: e.get("reward_extra_info", {}) for k, e in zip(real, list(extras), strict=True)
             }
+            team = {k: i.get("team_return") for k, i in info.items()}
+            partner = {k: i.get("partner_replies") for k, i in info.items()}
             for i, key in enumerate(batch.keys):
                 _append(
                     path,
@@ -149,6 +150,7 @@ def _hook_v1_trainer(module: types.ModuleType) -> None:
                         "response_mask": data["response_mask"][i].tolist(),
                         "score": float(data["rm_scores"][i].sum()),
                         "team_return": team.get(key),
+                        "partner_replies": partner.get(key),
                     },
                 )
         return log_rollout_data(self, batch, timing_raw, rollout_data_dir)

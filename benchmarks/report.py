@@ -142,6 +142,11 @@ def summarise(
     return rows
 
 
+def _args(kwargs: Mapping[str, Any]) -> str:
+    """A setting's arguments as the tables show them: ``k=v,k2=v2``, sorted."""
+    return ",".join(f"{k}={v}" for k, v in sorted(kwargs.items()))
+
+
 def _llm_summary(ok: Sequence[Mapping[str, Any]], wins: int) -> dict[str, Any]:
     """``{"llm": ...}`` for a setting whose agent is an LLM (its results carry ``llm``):
     replies and generated tokens per ok episode, and successes per 1 000 generated tokens
@@ -177,7 +182,7 @@ def llm_table(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     ]
     for r in llm:
         u = r["llm"]
-        args = ",".join(f"{k}={v}" for k, v in sorted(r["kwargs"].items()))
+        args = _args(r["kwargs"])
         per_k = u["success_per_1k_generated_tokens"]
         lines.append(
             f"| {r['env_id']} | {args} | {r['agent']} | {u['replies_per_episode']:.1f} | "
@@ -229,7 +234,7 @@ def table_rows(rows: Iterable[Mapping[str, Any]]) -> list[list[str]]:
     """Summary rows as the strings of :data:`SUMMARY_COLUMNS` (terminal table and Markdown)."""
     out = []
     for r in rows:
-        args = ",".join(f"{k}={v}" for k, v in sorted(r["kwargs"].items()))
+        args = _args(r["kwargs"])
         episodes = str(r["episodes"]) + (f" (+{r['errored']} errored)" if r["errored"] else "")
         steps = r["episode_length"]["mean"]
         out.append(

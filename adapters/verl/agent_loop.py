@@ -126,6 +126,7 @@ class TeamAgentLoop(TeamLoopBase):
                     self.hub.submit, instance=joined.instance, agent=agent, reply=reply
                 )
                 valid, total = result.valid_actions, total + result.reward
+                traj.close_step(result.reward, messages[-1]["content"])
                 if result.done:
                     return result, total, replies
                 await self._observe(traj, messages, reply, result.observation)

@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 CONFIG_DIR = AGENT_LOOP_CONFIG.parent
-SUPPORTED_ESTIMATORS = ("grpo", "team_grpo")
+SUPPORTED_ESTIMATORS = ("grpo", "team_grpo", "at_grpo", "team_at_grpo", "gigpo", "team_gigpo")
 #: verl rollout backend -> (the module it imports, the teamgym extra that installs it).
 ENGINE_EXTRAS = {
     "vllm": ("vllm", "vllm"),
@@ -167,6 +167,7 @@ def validate_config(
 
     notes += check_resources(cfg, nodes)
     estimator = str(cfg.algorithm.adv_estimator)
+    _check_estimator(cfg, estimator, manifest.layout if manifest is not None else layout)
     if estimator not in SUPPORTED_ESTIMATORS:
         notes.append(
             f"algorithm.adv_estimator={estimator}: teamgym is tested with {', '.join(SUPPORTED_ESTIMATORS)}"
@@ -184,6 +185,17 @@ def validate_config(
     for note in notes:
         warnings.warn(note, stacklevel=2)
     return notes
+
+
+def _check_estimator(cfg: DictConfig, estimator: str, layout: str) -> None:
+    """A turn-level estimator only where its turns' rewards reach it (see
+    :mod:`teamgym.adapters.verl.turn_advantage`)."""
+    from teamgym.adapters.verl.turn_advantage import check_turn_estimator
+
+    try:
+        check_turn_estimator(estimator, layout, bool(cfg.trainer.get("use_v1", True)))
+    except ValueError as exc:
+        raise TeamConfigError(str(exc)) from None
 
 
 def check_engine(cfg: DictConfig) -> None:

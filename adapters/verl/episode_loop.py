@@ -208,6 +208,7 @@ class TeamEpisodeLoop(TeamLoopBase):
                     seat.replies.append(reply)
                     seat.total += result.reward
                     seat.valid = result.valid_actions
+                    seat.traj.close_step(result.reward, seat.messages[-1]["content"])
                     if not result.done:
                         await self._observe(seat.traj, seat.messages, reply, result.observation)
             metrics = episode.metrics()

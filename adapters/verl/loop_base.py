@@ -28,6 +28,7 @@ from teamgym.adapters.verl.trajectory import Trajectory
 
 __all__ = [
     "LOGGED_METRICS",
+    "TURN_ANCHORS",
     "EpisodeIncomplete",
     "TeamLoopBase",
     "end_of_turn_ids",
@@ -173,7 +174,9 @@ class TeamLoopBase(AgentLoopBase):
     async def _reply(
         self, traj: Trajectory, valid: tuple[str, ...], request_id: str, sampling: dict[str, Any]
     ) -> str:
-        """This turn's reply: a forced move, the model's while the budget lasts, else ""."""
+        """This turn's reply: a forced move, the model's while the budget lasts, else ""; the
+        step is opened in ``traj`` (the loop closes it with the env's reward)."""
+        traj.open_step()
         if self.settings.forced_moves == "auto" and (reply := forced_reply(valid)) is not None:
             # played even once the budget is spent
             ids = self.tokenizer.encode(reply, add_special_tokens=False)
@@ -217,6 +220,10 @@ def episode_extra(metrics: dict[str, Any] | None) -> dict[str, float]:
     return {name: _number((metrics or {}).get(name)) for name in LOGGED_METRICS}
 
 
+#: The ``extra_fields`` key of a trajectory's anchor key per turn (GiGPO's step groups).
+TURN_ANCHORS = "teamgym_turn_anchors"
+
+
 def trajectory_output(
     traj: Trajectory,
     total: float,
@@ -228,6 +235,7 @@ def trajectory_output(
     the episode metrics as ``reward_extra_info``, and the weight versions v1 checks."""
     response_ids, response_mask, response_logprobs = traj.response()
     low, high = traj.steps_range(row.get("global_steps"))
+    turn_scores, anchors = traj.turn_credit()
     return AgentLoopOutput(
         prompt_ids=traj.prompt_ids,
         response_ids=response_ids,
@@ -239,6 +247,9 @@ def trajectory_output(
         extra_fields={
             "reward_extra_info": extra,
             **fields,
+            # one reward and one anchor state per generated turn (the turn-level estimators')
+            "turn_scores": turn_scores,
+            TURN_ANCHORS: anchors,
             # v1 checks staleness with these (and fails without them): the oldest and newest
             # weights that generated a turn; the current step's when none did
             "min_global_steps": low,

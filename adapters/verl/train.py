@@ -49,11 +49,8 @@ SHIPPED_ENV = ("VERL_USE_EXTERNAL_MODULES", "VERL_PLATFORM", "VERL_ENGINE_DEVICE
 
 def setup_worker() -> None:
     """Register our VERL extensions in this process (Ray runs it in every worker): the
-    ``team_grpo`` estimator and the agent loops (per row and per episode), with the settings
-    the driver shipped."""
-    import teamgym.adapters.verl.advantage
-    import teamgym.adapters.verl.agent_loop
-    import teamgym.adapters.verl.episode_loop  # noqa: F401  (registers teamgym_episode)
+    ``team_grpo`` and turn-level estimators and the agent loops (per row and per episode), with
+    the settings the driver shipped."""
 
     shipped = os.environ.get(AGENT_LOOP_ENV)
     if shipped:

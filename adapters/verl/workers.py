@@ -35,8 +35,15 @@ from verl.experimental.agent_loop.agent_loop import (
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
 from verl.utils.rollout_trace import rollout_trace_attr
 
+from teamgym.adapters.credit import place_turn_rewards
 from teamgym.adapters.verl.episode_loop import SEAT_FIELD
+from teamgym.adapters.verl.loop_base import TURN_ANCHORS
 from teamgym.adapters.verl.tq_writes import PutBatcher, trajectory_record
+from teamgym.adapters.verl.turn_advantage import (
+    ANCHORED_ESTIMATORS,
+    TURN_ESTIMATORS,
+    anchored_uid,
+)
 from teamgym.names import AGENT_LOOP_NAME, EPISODE_LOOP_NAME
 
 __all__ = [
@@ -148,15 +155,20 @@ class TeamAgentLoopWorkerTQ(_DirectLoop, _TQ_BASE):  # type: ignore[misc,valid-t
         ``U_k_{session}_0``), so verl's replay buffer, which groups keys by the text before
         their first ``_``, keeps the episode's trajectories together, while the uid field,
         which verl's ``grpo`` and validation group by, tells agents apart (see
-        :mod:`teamgym.adapters.verl.episode_loop`); the records are verl's
+        :mod:`teamgym.adapters.verl.episode_loop`; under a turn-level estimator the turns'
+        rewards and anchors are written where it reads them, see
+        :mod:`teamgym.adapters.verl.turn_advantage`); the records are verl's
         (:func:`~teamgym.adapters.verl.tq_writes.trajectory_record`), written together with
         those of the sessions that finish at the same time (:class:`PutBatcher`)."""
         outputs = output if isinstance(output, list) else None
         if not outputs or any(SEAT_FIELD not in o.extra_fields for o in outputs):
             return await super()._agent_loop_postprocess(output, validate, **kwargs)
         uid, records = str(kwargs["uid"]), []
+        estimator = "" if validate else str(self.config.algorithm.get("adv_estimator", ""))
         for o in outputs:
             row = {**kwargs, "uid": f"{uid}_{o.extra_fields[SEAT_FIELD]}"}
+            if estimator in ANCHORED_ESTIMATORS:  # GiGPO's anchor states ride in the uid
+                row["uid"] = anchored_uid(row["uid"], o.extra_fields[TURN_ANCHORS])
             await self._compute_score([o], kwargs=row)  # verl's reward loop, if none was set
             await self._compute_teacher_logprobs(
                 o,
@@ -165,7 +177,14 @@ class TeamAgentLoopWorkerTQ(_DirectLoop, _TQ_BASE):  # type: ignore[misc,valid-t
                 validate=validate,
                 sample_kwargs=row,
             )
-            records.append(trajectory_record(self, o, row))
+            record = trajectory_record(self, o, row)
+            if estimator in TURN_ESTIMATORS:  # each turn's reward on its last token
+                placed = place_turn_rewards(
+                    o.response_mask, o.extra_fields["turn_scores"], float(o.reward_score or 0)
+                )
+                if placed is not None:
+                    record[1]["rm_scores"] = placed
+            records.append(record)
         if self._team_puts is None:
             self._team_puts = PutBatcher()
         await self._team_puts.put("val" if validate else "train", records)

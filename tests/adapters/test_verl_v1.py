@@ -686,3 +686,68 @@ def test_a_pool_picks_by_seed_and_a_failing_partner_leaves_its_episodes_out(
     assert set(picked) == {"expert", dead}, "the draw should give both partners in 4 episodes"
     stored = {u: sum(_agent_of(k)[0] == u for k in keys) for u in uids}
     assert [stored[u] for u in uids] == [N if p == "expert" else 0 for p in picked]
+
+
+@pytest.mark.parametrize("estimator", ["at_grpo", "team_at_grpo", "gigpo", "team_gigpo"])
+def test_turn_level_estimators_get_each_turns_reward_and_anchor_through_stock_verl(
+    v1, tokenizer, episode_dataset_dir, estimator
+) -> None:
+    """Under a turn-level estimator teamgym's worker writes each turn's reward on the last token
+    of its reply (``rm_scores``, still summing to the agent's return) and, for GiGPO, the turns'
+    anchor keys in the uid; verl's own advantage step (the v1 trainer's) then gives what
+    :mod:`teamgym.adapters.credit` computes from the trajectory's recorded turns. (The scripted
+    server answers a prompt the same way in every copy, so the team variants, whose groups hold
+    both agents, are the ones sure to give non-zero advantages here.)"""
+    from teamgym.adapters.credit import (
+        anchor_key,
+        at_grpo_advantages,
+        gigpo_advantages,
+        turn_runs,
+    )
+    from teamgym.adapters.verl.turn_advantage import split_anchors
+
+    cfg = OmegaConf.create(OmegaConf.to_container(v1, resolve=True))
+    cfg.algorithm.adv_estimator = estimator
+    cfg.algorithm.gamma = 0.9
+    keys, proto, infos, _ = _rollout(
+        cfg, tokenizer, episode_dataset_dir, _sloppy_listener, rows=EPISODES,
+        worker=TeamAgentLoopWorkerTQ,
+    )  # fmt: skip
+    uids, anchors = split_anchors(proto.non_tensor_batch["uid"])
+    rewards, mask = proto.batch["rm_scores"], proto.batch["response_mask"]
+    several, intermediate = 0, 0
+    for i, key in enumerate(keys):
+        (extra,) = list(
+            tq.kv_batch_get(keys=[key], partition_id="train", select_fields=["extra_fields"])[
+                "extra_fields"
+            ]
+        )
+        runs = turn_runs(mask[i])
+        assert len(runs) == len(extra["turn_scores"]) > 0
+        own = extra["reward_extra_info"][f"return/{extra['teamgym_agent']}"]
+        assert float(rewards[i].sum()) == pytest.approx(own, abs=1e-6)
+        nonzero = set(torch.nonzero(rewards[i]).flatten().tolist())
+        assert nonzero <= {end - 1 for _, end in runs}
+        for (_, end), score in zip(runs, extra["turn_scores"], strict=True):
+            assert float(rewards[i, end - 1]) == pytest.approx(score, abs=1e-6)
+        several += len(runs) > 1
+        intermediate += len(nonzero) > 1
+        assert uids[i] == key.rsplit("_", 2)[0].partition("~")[0]
+        if "gigpo" in estimator:
+            assert anchors[i] == extra["teamgym_turn_anchors"]
+            prompts = json.loads(infos[i]["prompts"])[extra["teamgym_agent"]]
+            assert anchors[i][0] == anchor_key(prompts[-1]["content"])  # the first observation
+        else:
+            assert anchors[i] == []  # the uid is verl's U_k
+    assert several and intermediate, "no multi-turn trajectory with rewards on several turns"
+    adv = compute_advantage_for_multi_trajectories(
+        proto, batch_keys=keys, adv_estimator=estimator, num_repeat=N, config=cfg.algorithm
+    ).batch["advantages"]
+    groups = [u.split("_")[0] for u in uids] if estimator.startswith("team_") else list(uids)
+    if "gigpo" in estimator:
+        want = gigpo_advantages(rewards, mask, groups, anchors, 0.9)
+    else:
+        want = at_grpo_advantages(rewards, mask, groups, 0.9)
+    assert torch.equal(adv, want)
+    if estimator.startswith("team_"):
+        assert torch.any(adv != 0)

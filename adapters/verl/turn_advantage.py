@@ -1,0 +1,148 @@
+"""Turn-level estimators on stock verl: ``at_grpo``, ``team_at_grpo``, ``gigpo``, ``team_gigpo``.
+
+Registered with verl's ``register_adv_est``; the arithmetic is :mod:`teamgym.adapters.credit`'s.
+verl gives a custom estimator only the token-level rewards, the response mask, the row's uid
+(``index``) and ``config.algorithm``, so what a turn-level estimator needs travels in those:
+
+* **the turns** are the runs of mask-1 tokens of a trajectory (an episode-layout row holds one
+  agent's whole episode);
+* **each turn's reward** is on the last token of its reply: teamgym's v1 worker
+  (:class:`~teamgym.adapters.verl.workers.TeamAgentLoopWorkerTQ`) writes ``rm_scores`` from the
+  trajectory's ``turn_scores`` when ``algorithm.adv_estimator`` is one of these (verl's own
+  post-processing puts the whole return on the last token); every other reader of the
+  rewards sums them, and the sum is the return, so verl's logs and validation are unchanged;
+* **the anchor states** (GiGPO's) ride in the uid: the worker stores ``U_k~a1.a2...`` (the
+  trajectory's uid and one 8-hex-digit key per turn) for the ``gigpo`` estimators in training.
+  verl's replay buffer groups keys by the text before the first ``_`` (still the episode) and
+  verl's own ``grpo``, which groups by the uid, is not in use then.
+
+The ``team_`` variants group all the trained agents of an episode seed (as ``team_grpo``),
+the others one agent's ``rollout.n`` copies. Padding rows get zero. These need the episode
+layout on verl's v1 trainer; :func:`check_turn_estimator` refuses anything else with the reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from verl.trainer.ppo import core_algos
+
+from teamgym.adapters.credit import at_grpo_advantages, gigpo_advantages
+from teamgym.adapters.verl.advantage import is_padding_uid, team_keys
+
+__all__ = [
+    "ANCHORED_ESTIMATORS",
+    "TURN_ESTIMATORS",
+    "anchored_uid",
+    "check_turn_estimator",
+    "split_anchors",
+]
+
+#: The estimators registered here.
+TURN_ESTIMATORS = ("at_grpo", "team_at_grpo", "gigpo", "team_gigpo")
+#: Those that read anchor states from the uid.
+ANCHORED_ESTIMATORS = ("gigpo", "team_gigpo")
+#: GiGPO's weight of the step advantage (verl-agent's ``step_advantage_w`` default).
+STEP_WEIGHT = 1.0
+_SEP = "~"
+
+
+def anchored_uid(uid: str, anchors: list[str]) -> str:
+    """``uid`` carrying a trajectory's anchor keys (see the module docstring)."""
+    return f"{uid}{_SEP}{'.'.join(anchors)}"
+
+
+def split_anchors(index: np.ndarray) -> tuple[np.ndarray, list[list[str]]]:
+    """Each uid without its anchor keys, and the keys (empty for a uid that has none)."""
+    uids, anchors = [], []
+    for value in index:
+        uid, _, keys = str(value).partition(_SEP)
+        uids.append(uid)
+        anchors.append(keys.split(".") if keys else [])
+    return np.array(uids, dtype=object), anchors
+
+
+def check_turn_estimator(estimator: str, layout: str, use_v1: bool) -> None:
+    """Refuse a turn-level estimator where its turns' rewards cannot reach it."""
+    if estimator not in TURN_ESTIMATORS:
+        return
+    if not use_v1:
+        raise ValueError(
+            f"algorithm.adv_estimator={estimator} needs verl's v1 trainer (trainer.use_v1=true): "
+            "the legacy trainer gets each trajectory's return on its last token only"
+        )
+    if layout != "episode":
+        raise ValueError(
+            f"algorithm.adv_estimator={estimator} needs the episode layout (`teamgym verl-data "
+            "--layout episode`): per-agent rows are written by verl's own worker, which puts "
+            "the return on the last token, so the turns' rewards never reach the estimator"
+        )
+
+
+def _groups(uids: np.ndarray, team: bool) -> np.ndarray:
+    """The group of each row: the episode (``team``) or the agent's uid."""
+    return team_keys(uids) if team else uids
+
+
+def _estimate(
+    estimator: str,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray,
+    config: Any,
+    epsilon: float,
+    norm_adv_by_std_in_grpo: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The shared body of the four estimators (padding rows zero)."""
+    scale = bool(getattr(config, "norm_adv_by_std_in_grpo", norm_adv_by_std_in_grpo))
+    gamma = float(getattr(config, "gamma", 1.0) if config is not None else 1.0)
+    uids, anchors = split_anchors(index)
+    rows = [i for i, u in enumerate(uids) if not is_padding_uid(u)]
+    advantages = torch.zeros_like(token_level_rewards)
+    if not rows:
+        return advantages, advantages
+    picked = torch.tensor(rows, dtype=torch.long)
+    groups = _groups(uids[rows], estimator.startswith("team_"))
+    rewards, mask = token_level_rewards[picked].float(), response_mask[picked]
+    if estimator in ANCHORED_ESTIMATORS:
+        adv = gigpo_advantages(
+            rewards,
+            mask,
+            list(groups),
+            [anchors[i] for i in rows],
+            gamma,
+            epsilon,
+            scale,
+            STEP_WEIGHT,
+        )
+    else:
+        adv = at_grpo_advantages(rewards, mask, list(groups), gamma, epsilon, scale)
+    advantages[picked] = adv.to(advantages.dtype)
+    return advantages, advantages
+
+
+def _register(name: str) -> None:
+    @core_algos.register_adv_est(name)
+    def estimator(
+        token_level_rewards: torch.Tensor,
+        response_mask: torch.Tensor,
+        index: np.ndarray,
+        epsilon: float = 1e-6,
+        norm_adv_by_std_in_grpo: bool = True,
+        config: Any = None,
+        **_: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return _estimate(
+            name, token_level_rewards, response_mask, index, config, epsilon,
+            norm_adv_by_std_in_grpo,
+        )  # fmt: skip
+
+    estimator.__name__ = f"compute_{name}_advantage"
+    estimator.__doc__ = f"teamgym's ``{name}`` (see :mod:`teamgym.adapters.verl.turn_advantage`)."
+
+
+for _name in TURN_ESTIMATORS:
+    if _name not in core_algos.ADV_ESTIMATOR_REGISTRY:
+        _register(_name)

@@ -35,6 +35,10 @@ __all__ = [
 ]
 
 
+#: The advantage estimators the CPU trainer takes (VERL's names).
+Estimator = Literal["grpo", "team_grpo", "at_grpo", "team_at_grpo", "gigpo", "team_gigpo"]
+
+
 @dataclass(frozen=True)
 class TrainArgs:
     """Everything a run needs; saved as ``args.json`` in the run directory."""
@@ -75,8 +79,12 @@ class TrainArgs:
     """Sampling temperature of training rollouts (evaluation is greedy)."""
     sharing_weight: float = DEFAULT_SHARING_WEIGHT
     """RewardSharing weight (mixed mode)."""
-    adv_estimator: Literal["grpo", "team_grpo"] = "grpo"
-    """GRPO groups: ``grpo`` one per (seed, agent), ``team_grpo`` one per seed (all agents)."""
+    adv_estimator: Estimator = "grpo"
+    """GRPO groups: ``grpo`` one per (seed, agent), ``team_grpo`` one per seed (all agents);
+    turn-level: ``at_grpo`` (per agent and turn), ``gigpo`` (episode plus anchor-state steps),
+    and their ``team_`` variants (all agents of a seed in one group)."""
+    gamma: float = 1.0
+    """Discount of the turn-level estimators' returns to go (VERL's ``algorithm.gamma``)."""
     kl_coef: float = 0.01
     """Weight of the KL-to-reference loss (VERL's low_var_kl)."""
     kl_target: float = 0.02
@@ -160,6 +168,7 @@ class TrainArgs:
         """This run's GRPO update and optimiser."""
         return UpdateArgs(
             adv_estimator=self.adv_estimator,
+            gamma=self.gamma,
             lr=self.lr,
             lr_warmup_steps=self.lr_warmup_steps,
             kl_coef=self.kl_coef,
@@ -239,7 +248,8 @@ class UpdateArgs:
     """The GRPO update and its optimiser. Each field is the :class:`TrainArgs` field of the
     same name (``clip_ratio`` reaches the update through VERL's actor config)."""
 
-    adv_estimator: Literal["grpo", "team_grpo"]
+    adv_estimator: Estimator
+    gamma: float
     lr: float
     lr_warmup_steps: int
     kl_coef: float

@@ -1,11 +1,13 @@
 """The GRPO update of the CPU trainer, with VERL's ``core_algos`` and AdamW in place of the
-FSDP actor: GRPO advantage grouped by ``uid`` (one seed and agent), the clipped policy loss,
+FSDP actor: GRPO advantage grouped by ``uid`` (one seed and agent; or another of VERL's
+registered estimators, teamgym's turn-level ones among them), the clipped policy loss,
 the low-variance KL to a frozen reference, and an entropy bonus."""
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, cast
 
 import torch
@@ -125,11 +127,24 @@ def grpo_update(
     from verl.trainer.ppo import core_algos
 
     import teamgym.adapters.verl.advantage  # noqa: F401  (registers team_grpo)
+    from teamgym.adapters.verl.loop_base import TURN_ANCHORS
+    from teamgym.adapters.verl.turn_advantage import TURN_ESTIMATORS, turn_level_inputs
 
+    rewards, index = out.batch["rm_scores"], out.non_tensor_batch["uid"]
+    if update.adv_estimator in TURN_ESTIMATORS:
+        rewards, index = turn_level_inputs(
+            update.adv_estimator,
+            rewards,
+            out.batch["response_mask"],
+            index,
+            out.non_tensor_batch["turn_scores"],
+            out.non_tensor_batch[TURN_ANCHORS],
+        )
     adv, _ = core_algos.get_adv_estimator_fn(update.adv_estimator)(
-        token_level_rewards=out.batch["rm_scores"],
+        token_level_rewards=rewards,
         response_mask=out.batch["response_mask"],
-        index=out.non_tensor_batch["uid"],
+        index=index,
+        config=SimpleNamespace(gamma=update.gamma, norm_adv_by_std_in_grpo=True),
     )
     n = len(out)
     chunks = max(1, min(update.mini_batches, n))

@@ -23,13 +23,14 @@ layout on verl's v1 trainer; :func:`check_turn_estimator` refuses anything else 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from verl.trainer.ppo import core_algos
 
-from teamgym.adapters.credit import at_grpo_advantages, gigpo_advantages
+from teamgym.adapters.credit import at_grpo_advantages, gigpo_advantages, place_turn_rewards
 from teamgym.adapters.verl.advantage import is_padding_uid, team_keys
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "anchored_uid",
     "check_turn_estimator",
     "split_anchors",
+    "turn_level_inputs",
 ]
 
 #: The estimators registered here.
@@ -62,6 +64,32 @@ def split_anchors(index: np.ndarray) -> tuple[np.ndarray, list[list[str]]]:
         uids.append(uid)
         anchors.append(keys.split(".") if keys else [])
     return np.array(uids, dtype=object), anchors
+
+
+def turn_level_inputs(
+    estimator: str,
+    rewards: torch.Tensor,
+    mask: torch.Tensor,
+    uids: np.ndarray,
+    turn_scores: Sequence[Any],
+    anchors: Sequence[Any],
+) -> tuple[torch.Tensor, np.ndarray]:
+    """The token-level rewards and uids a turn-level ``estimator`` reads, from a batch whose
+    rows carry the return on the last token and their turns in ``turn_scores`` and
+    ``anchors`` (the trajectories' ``extra_fields``): what teamgym's v1 worker writes, made by
+    a trainer that has verl's single final reward (the CPU trainer). A row whose turns do not
+    match its mask keeps its single reward."""
+    out = rewards.clone()
+    index = np.array(uids, dtype=object)
+    for i in range(len(index)):
+        placed = place_turn_rewards(
+            mask[i].tolist(), list(turn_scores[i] or []), float(rewards[i].sum())
+        )
+        if placed is not None:
+            out[i] = placed.to(out.dtype)
+        if estimator in ANCHORED_ESTIMATORS:
+            index[i] = anchored_uid(str(index[i]), list(anchors[i] or []))
+    return out, index
 
 
 def check_turn_estimator(estimator: str, layout: str, use_v1: bool) -> None:

@@ -682,3 +682,20 @@ def test_a_validation_pool_with_self_plays_self_play_beside_held_out_partners(
     said = capsys.readouterr()
     assert bad == 2 and "held-out partner only" in said.out + said.err, said
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("estimator", ["at_grpo", "team_at_grpo", "gigpo", "team_gigpo"])
+def test_turn_level_estimators_need_the_episode_layout_on_the_v1_trainer(
+    dataset_dir, episode_dataset_dir, estimator
+) -> None:
+    """Their turns' rewards reach them through teamgym's v1 worker only (the episode loop):
+    accepted there, refused with the reason on per-agent rows and on the legacy trainer."""
+    chosen = f"algorithm.adv_estimator={estimator}"
+    episode = ["data.train_batch_size=3", "actor_rollout_ref.rollout.agent.num_workers=2"]
+    notes = validate_config(_cfg(episode_dataset_dir, *episode, chosen), check_data=True)
+    assert not any("tested with" in n for n in notes), notes
+    rows = ["data.train_batch_size=6", "actor_rollout_ref.rollout.agent.num_workers=1"]
+    with pytest.raises(TeamConfigError, match="needs the episode layout.*--layout episode"):
+        validate_config(_cfg(dataset_dir, *rows, chosen), check_data=True)
+    with pytest.raises(TeamConfigError, match=r"needs verl's v1 trainer \(trainer.use_v1=true\)"):
+        validate_config(_cfg(dataset_dir, *rows, chosen, "trainer.use_v1=false"), check_data=True)

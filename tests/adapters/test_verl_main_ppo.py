@@ -344,6 +344,71 @@ def test_main_ppo_team_grpo_through_vllm_survives_a_crash_and_padding_and_learns
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("estimator", ["team_at_grpo", "gigpo"])
+def test_main_ppo_trains_with_a_turn_level_estimator(
+    vllm_model_dir, episode_dataset_dir, tmp_path, estimator
+) -> None:
+    """A turn-level estimator through ``main_ppo`` (v1, vLLM, episode layout, 2 steps, padded
+    batches): every trajectory trained on carries each turn's reward on the last token of its
+    reply (summing to its return), GiGPO's uids carry one anchor per turn, and the advantages
+    verl computed and trained on are :mod:`teamgym.adapters.credit`'s for those rewards."""
+    import torch
+
+    from teamgym.adapters.credit import at_grpo_advantages, gigpo_advantages, turn_runs
+    from teamgym.adapters.verl.turn_advantage import split_anchors
+
+    run = tmp_path / "run"
+    rc, log = _run_main_ppo(
+        vllm_model_dir,
+        episode_dataset_dir,
+        run,
+        *VLLM,
+        f"algorithm.adv_estimator={estimator}",
+        "algorithm.gamma=0.9",
+        "data.train_batch_size=3",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=5",
+    )
+    assert rc == 0, f"main_ppo exited with {rc}:\n{log[-6000:]}"
+    steps = _steps(run)
+    assert sorted(steps) == [1, 2]
+    rows = [r for r in _jsonl(run / "train_batch.jsonl") if not r["key"].startswith("pad")]
+    several = 0
+    for step in (1, 2):
+        mine = [r for r in rows if r["step"] == step]
+        assert len(mine) == 12, len(mine)  # 3 episodes x n=2 x 2 agents
+        width = max(len(r["response_mask"]) for r in mine)
+        rewards = torch.zeros(len(mine), width)
+        mask = torch.zeros(len(mine), width, dtype=torch.int64)
+        for i, r in enumerate(mine):
+            n = len(r["response_mask"])
+            rewards[i, :n], mask[i, :n] = (
+                torch.tensor(r["rm_scores"]),
+                torch.tensor(r["response_mask"]),
+            )
+            runs = turn_runs(mask[i])
+            assert len(runs) == len(r["turn_scores"]) == len(r["anchors"]), r["key"]
+            assert sum(r["rm_scores"]) == pytest.approx(r["score"], abs=1e-6)
+            assert {j for j, x in enumerate(r["rm_scores"]) if x} <= {e - 1 for _, e in runs}
+            several += len(runs) > 1
+        uids, anchors = split_anchors([r["uid"] for r in mine])
+        if estimator == "gigpo":
+            assert anchors == [r["anchors"] for r in mine]
+            want = gigpo_advantages(rewards, mask, list(uids), anchors, 0.9)
+        else:
+            assert anchors == [[] for _ in mine]
+            want = at_grpo_advantages(rewards, mask, [u.split("_")[0] for u in uids], 0.9)
+        for i, r in enumerate(mine):
+            n = len(r["advantages"])
+            torch.testing.assert_close(
+                torch.tensor(r["advantages"]), want[i, :n], atol=1e-6, rtol=0
+            )
+        assert steps[step]["actor/grad_norm"] > 0, step
+        _assert_synced(steps[step], step)
+    assert several, "no trajectory with several turns"
+    assert assert_token_continuity(run) > 0
+
+
+@pytest.mark.slow
 def test_main_ppo_filters_and_refills_whole_episodes(
     vllm_model_dir, episode_dataset_dir, tmp_path
 ) -> None:

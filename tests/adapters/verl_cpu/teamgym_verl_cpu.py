@@ -122,7 +122,7 @@ def _hook_v1_trainer(module: types.ModuleType) -> None:
     def logged(self, batch, timing_raw, rollout_data_dir):
         path = os.environ.get("TEAMGYM_BATCH_LOG")
         if path:
-            fields = ["prompts", "responses", "response_mask", "rm_scores"]
+            fields = ["prompts", "responses", "response_mask", "rm_scores", "advantages", "uid"]
             data = module.tq.kv_batch_get(
                 keys=batch.keys, partition_id=batch.partition_id, select_fields=fields
             )
@@ -137,6 +137,10 @@ def _hook_v1_trainer(module: types.ModuleType) -> None:
             info = {
                 k: e.get("reward_extra_info", {}) for k, e in zip(real, list(extras), strict=True)
             }
+            turns = {
+                k: (e.get("turn_scores"), e.get("teamgym_turn_anchors"))
+                for k, e in zip(real, list(extras), strict=True)
+            }
             team = {k: i.get("team_return") for k, i in info.items()}
             partner = {k: i.get("partner_replies") for k, i in info.items()}
             for i, key in enumerate(batch.keys):
@@ -149,6 +153,11 @@ def _hook_v1_trainer(module: types.ModuleType) -> None:
                         "response_ids": data["responses"][i].tolist(),
                         "response_mask": data["response_mask"][i].tolist(),
                         "score": float(data["rm_scores"][i].sum()),
+                        "rm_scores": data["rm_scores"][i].tolist(),
+                        "advantages": data["advantages"][i].tolist(),
+                        "uid": str(data["uid"][i]),
+                        "turn_scores": turns.get(key, (None, None))[0],
+                        "anchors": turns.get(key, (None, None))[1],
                         "team_return": team.get(key),
                         "partner_replies": partner.get(key),
                     },

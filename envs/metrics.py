@@ -22,7 +22,7 @@ from typing import Any
 
 from teamgym.envs.events import add_subtask_credit
 
-__all__ = ["EpisodeMetrics", "EpisodeTracker", "gini", "metrics_from_records"]
+__all__ = ["EpisodeMetrics", "EpisodeTracker", "IdleCount", "gini", "metrics_from_records"]
 
 
 def gini(values: Sequence[float]) -> float:
@@ -197,3 +197,46 @@ def metrics_from_records(
     for record in records:
         tracker.step(record["rewards"], record["infos"])
     return tracker.metrics()
+
+
+class IdleCount:
+    """The degenerate-policy guard: per agent, its steps and its idle steps (an invalid reply,
+    or an action of the env's ``idle_actions``, such as ``wait``), read from the env's
+    ``last_actions`` after each step. An agent that only ever idled did nothing useful, whatever
+    its reward (a policy can win reward by doing nothing: free-riding in a public-goods game).
+    Kept apart from :class:`EpisodeMetrics`, whose fields the runs' fingerprints hash.
+
+    >>> class Env: idle_actions, last_actions = frozenset({"wait"}), {"a": "wait", "b": "go"}
+    >>> count = IdleCount()
+    >>> count.step(Env(), ["a", "b"])
+    >>> (count.all_idle(["a"]), count.all_idle(["a", "b"]))
+    (1.0, 0.0)
+    """
+
+    def __init__(self) -> None:
+        self.steps: dict[str, int] = {}
+        self.idle: dict[str, int] = {}
+        self.known = True
+
+    def step(self, env: Any, agents: Iterable[str]) -> None:
+        """Count ``agents``' actions of the step ``env`` (unwrapped) just took."""
+        chosen = getattr(env, "last_actions", None)
+        idle_actions = getattr(env, "idle_actions", None)
+        if chosen is None or idle_actions is None:
+            self.known = False  # a user's env without the guard's attributes
+            return
+        for agent in agents:
+            if agent not in chosen:
+                continue
+            action = chosen[agent]
+            self.steps[agent] = self.steps.get(agent, 0) + 1
+            idle = action is None or action in idle_actions
+            self.idle[agent] = self.idle.get(agent, 0) + int(idle)
+
+    def all_idle(self, agents: Iterable[str]) -> float:
+        """1.0 when every one of ``agents`` that acted only idled, 0.0 otherwise; NaN when the
+        env does not say which actions are idle, or none of them acted."""
+        acted = [a for a in agents if self.steps.get(a)]
+        if not self.known or not acted:
+            return float("nan")
+        return float(all(self.idle[a] == self.steps[a] for a in acted))

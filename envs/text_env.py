@@ -89,6 +89,9 @@ class TextParallelEnv(GameHooks, ParallelEnv[str, Any, Any]):
     #: What success means in this game, one line (the benchmark report prints it beside the
     #: success rate, e.g. "a perfect score"); None: the game does not say.
     success_criterion: ClassVar[str | None] = None
+    #: Actions that do nothing the team needs (the degenerate-policy guard counts an agent that
+    #: only ever chose these, or made invalid replies, as idle: see :attr:`last_actions`).
+    idle_actions: ClassVar[frozenset[str]] = frozenset({"wait"})
 
     def __init__(
         self,
@@ -222,6 +225,7 @@ class TextParallelEnv(GameHooks, ParallelEnv[str, Any, Any]):
             self.np_random, self.np_random_seed = seeding.np_random(seed)
         self.agents = list(self.possible_agents)
         self.num_steps = 0
+        self.last_actions: dict[str, str | None] = {}
         self.inbox = {a: [] for a in self.agents}
         self._feedback = dict.fromkeys(self.agents, "The episode has started.")
         self._game_reset(options)
@@ -242,6 +246,9 @@ class TextParallelEnv(GameHooks, ParallelEnv[str, Any, Any]):
         live = self.agents
         # 1. Read the replies: legal actions, penalties, messages the rules let through.
         replies = self._read_replies(live, actions)
+        #: each live agent's legal action this step (None: its reply was unusable, a no-op);
+        #: read by the idle guard, never part of the env's outputs
+        self.last_actions = dict(replies.chosen)
         # 2. The game acts on them.
         self.messages_sent = dict(replies.outbox)
         self.raw_replies = {a: actions.get(a) for a in live}

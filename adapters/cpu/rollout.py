@@ -160,6 +160,7 @@ def rollout_metrics(out: Any) -> dict[str, float]:
         "collaboration_index": batch_mean(out, "collaboration_index"),
         "communication_frequency": batch_mean(out, "communication_frequency"),
         "invalid_action_rate": batch_mean(out, "invalid_action_rate"),
+        "idle": batch_mean(out, "idle"),
         "groups_with_signal": groups_with_signal(out),
     }
 
@@ -178,8 +179,9 @@ def evaluate_metrics(
 ) -> dict[str, float]:
     """Held-out figures on ``evaluation.episodes`` episodes of evaluation set ``seed``, greedy
     unless ``temperature`` > 0 (then sampled with the server's ``seed``): success, score, team
-    return (raw, before sharing) and invalid-action rate, each the mean over the trained
-    agents' rows."""
+    return (raw, before sharing), invalid-action rate and ``idle`` (the share of episodes whose
+    trained agents only idled: :class:`~teamgym.envs.metrics.IdleCount`), each the mean over
+    the trained agents' rows."""
     from teamgym.adapters.verl.workers import TeamAgentLoopWorker
 
     run = Path(evaluation.out)
@@ -192,7 +194,7 @@ def evaluate_metrics(
     batch = build_batch(evaluation.rollout, seeds, "eval", 1)
     batch.meta_info["validate"] = True
     out = asyncio.run(worker.generate_sequences(batch))
-    keys = ("success", "score", "team_return", "invalid_action_rate")
+    keys = ("success", "score", "team_return", "invalid_action_rate", "idle")
     figures = {key: batch_mean(out, key) for key in keys}
     if evaluation.rollout.pool is not None and len(evaluation.rollout.pool.specs) > 1:
         figures |= success_per_partner(out)

@@ -17,7 +17,7 @@ from typing import Any
 
 from teamgym.adapters.verl.partners import PARTNER_METRICS, Partners, split_teammates
 from teamgym.envs.lineup import Lineup, check_teammates
-from teamgym.envs.metrics import EpisodeTracker
+from teamgym.envs.metrics import EpisodeTracker, IdleCount
 from teamgym.envs.registration import make
 from teamgym.envs.sharing import RewardSharing
 from teamgym.envs.wrappers import SharedReward
@@ -100,6 +100,7 @@ class EpisodeEnv:
         self.missing: tuple[str, ...] = ()
         """Trained agents no one plays (the hub's rows that never joined): their replies are no-ops."""
         self.tracker: EpisodeTracker | None = None
+        self.idle = IdleCount()
         self.last_obs: dict[str, Any] = {}
         self.last_info: dict[str, Any] = {}
 
@@ -107,6 +108,7 @@ class EpisodeEnv:
         """Reset with the seed: each agent's first observation and valid actions."""
         obs, infos = self.env.reset(seed=self.seed)
         self.tracker = EpisodeTracker(self.env.possible_agents)
+        self.idle = IdleCount()
         self.last_obs, self.last_info = dict(obs), dict(infos)
         return {a: (obs[a], tuple(infos[a].get("valid_actions", ()))) for a in obs}
 
@@ -136,6 +138,7 @@ class EpisodeEnv:
         self.last_info.update(infos)
         assert self.tracker is not None, "step() before reset()"
         self.tracker.step(rewards, infos)
+        self.idle.step(self.env.unwrapped, [a for a in joint if a in self.trained])
         metrics = None if self.env.agents else self.metrics()
         out = {}
         for agent in joint:
@@ -154,6 +157,7 @@ class EpisodeEnv:
         episode was cut short, if it was."""
         tracker = self.tracker or EpisodeTracker(self.env.possible_agents)
         out = tracker.metrics().to_dict()
+        out["idle"] = self.idle.all_idle(self.trained)
         out["missing_agents"] = list(self.missing)
         out["aborted"] = aborted
         partner_figures = self.partners.metrics() if self.partners is not None else {}

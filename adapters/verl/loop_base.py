@@ -47,6 +47,7 @@ LOGGED_METRICS = (
     "mean_message_tokens",
     "invalid_action_rate",
     "contribution_gini",
+    "idle",
 )
 
 

@@ -110,6 +110,7 @@ class KitchenEnv(TextParallelEnv):
     max_agents = 2
     max_game_observation_chars = 4096
     success_criterion = "at least one soup served"
+    idle_actions = frozenset({"stay"})
 
     def __init__(
         self,

@@ -69,6 +69,7 @@ class PublicGoodsEnv(TextParallelEnv):
     metadata: ClassVar[dict[str, Any]] = {**TextParallelEnv.metadata, "name": "publicgoods_v0"}
     max_game_observation_chars = 1024
     success_criterion = "score >= 0.9: at least 90% of all endowments contributed"
+    idle_actions = frozenset({"wait", "contribute 0"})
 
     def __init__(
         self,

@@ -112,6 +112,7 @@ class SignalEnv(TextParallelEnv):
     metadata: ClassVar[dict[str, Any]] = {**TextParallelEnv.metadata, "name": "signal_v0"}
     max_game_observation_chars = 2048
     success_criterion = "every pick of the episode right"
+    idle_actions = frozenset({"wait", "pass"})
 
     def __init__(
         self,

@@ -209,9 +209,10 @@ def test_main_ppo_v1_trains_two_steps_through_vllm(
     ]
     assert (trained.count(1), trained.count(2)) == (4, 8)  # the rows trained on, padding aside
     assert assert_token_continuity(run) >= 12 * 2
-    # validation (after step 2): every agent's return, the episode metrics, per data source
+    # validation (after step 2): every agent's return, the episode metrics (the idle guard's
+    # share of episodes whose agents only idled among them), per data source
     val = steps[2]
-    for name in ("return/robot_0", "return/robot_1", "success", "team_return"):
+    for name in ("return/robot_0", "return/robot_1", "success", "team_return", "idle"):
         assert any(k.startswith("val-") and f"/{name}/" in k for k in val), (name, sorted(val))
     step_times = [round(steps[s]["timing_s/step"], 1) for s in (1, 2)]
     print(f"main_ppo through vLLM: 2 steps in {elapsed:.0f}s (step times {step_times}s)")

@@ -95,9 +95,11 @@ def _run_stage(args: argparse.Namespace, out: str, console: Console) -> int:
         if reached
         else f"not reached in {summary['steps']} steps (best {summary['best_success']:.2f})"
     )
+    idle = summary.get("final_idle")
+    guard = "" if idle is None else f"; idle episodes at the last evaluation {idle:.0%}"
     console.print(
-        f"target {stage.target:.2f}: {outcome}; total training {summary['train_seconds']:.0f} s. "
-        f"Curve: {out}/run/curve.png, figures: {out}/summary.json"
+        f"target {stage.target:.2f}: {outcome}; total training {summary['train_seconds']:.0f} s"
+        f"{guard}. Curve: {out}/run/curve.png, figures: {out}/summary.json"
     )
     return 0
 

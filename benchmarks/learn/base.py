@@ -130,6 +130,9 @@ def summarize(run_dir: str | Path, target: float, build_seconds: float = 0.0) ->
         "warmup_success": warmup.get("eval_success"),
         "evals": evals,
         "final_success": evals[-1][1] if evals else None,
+        # the degenerate-policy guard: the share of held-out episodes whose trained agents only
+        # idled (invalid replies or the env's idle actions), at the last evaluation
+        "final_idle": next((h["eval_idle"] for h in reversed(history) if "eval_idle" in h), None),
         "best_success": max((s for _, s in evals), default=None),
         "reached_target": reached,
         "steps": len(history),

@@ -1,0 +1,108 @@
+"""Advantage estimators side by side on the CPU trainer: the listener stage with two rounds (two
+picks an episode, each rewarded), so a turn-level estimator has turns to tell apart.
+
+Per seed the stage's model is built and warmed up once; then each estimator trains from that
+model with the same settings, seeds and budget. Writes ``OUT/summary.json`` (every run's
+held-out curve) and ``OUT/estimators.png``; a killed run resumes where it stopped.
+
+    .venv/bin/python scripts/compare_estimators.py runs/estimators --seeds 0 1 2 \
+        --estimators grpo at_grpo gigpo --steps 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from teamgym.adapters.cpu.run_state import RunDir
+from teamgym.adapters.cpu.trainer import train
+from teamgym.adapters.cpu.warmup import warm_up
+from teamgym.benchmarks.learn.base import LISTENER, LISTENER_MODEL, build_stage_model, machine
+
+SETTINGS = replace(
+    LISTENER, env_kwargs={**LISTENER.env_kwargs, "num_rounds": 2}, gamma=1.0, eval_every=5
+)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--estimators", nargs="+", default=["grpo", "at_grpo", "gigpo"])
+    p.add_argument("--steps", type=int, default=30)
+    args = p.parse_args()
+    root = Path(args.out)
+    runs = []
+    for seed in args.seeds:
+        # 1. the seed's model, warmed up once (reused on resume under the same settings)
+        seed_dir = root / f"seed{seed}"
+        model_dir, _ = build_stage_model(seed_dir, LISTENER_MODEL, seed)
+        base = replace(
+            SETTINGS,
+            model=str(model_dir),
+            out=str(seed_dir / "warmup"),
+            seed=seed,
+            steps=args.steps,
+        )
+        RunDir(base.out).start(base)
+        start_model = warm_up(base.warmup, base.evaluation, seed_dir / "warmup")
+        # 2. each estimator from the warmed-up model
+        for estimator in args.estimators:
+            run_dir = seed_dir / estimator
+            run = replace(
+                base,
+                model=start_model,
+                out=str(run_dir),
+                warmup_steps=0,
+                adv_estimator=estimator,
+                resume=(run_dir / "metrics.jsonl").exists(),
+            )
+            history = train(run, progress=True)
+            curve = [(h["step"], h["eval_success"]) for h in history if "eval_success" in h]
+            start = json.loads((run_dir / "start.json").read_text())["eval_success"]
+            runs.append(
+                {
+                    "seed": seed,
+                    "estimator": estimator,
+                    "curve": [(0, start), *curve],
+                    "train_seconds": round(sum(h["seconds"] for h in history), 1),
+                    "idle": [h.get("idle") for h in history],
+                }
+            )
+            print(f"seed {seed} {estimator}: held-out success {curve}")
+    summary = {
+        "settings": json.loads(json.dumps(SETTINGS.__dict__, default=str)),
+        "steps": args.steps,
+        "runs": runs,
+        "machine": machine(),
+    }
+    (root / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    plot(runs, root / "estimators.png")
+
+
+def plot(runs: list[dict], path: Path) -> None:
+    """Held-out success per step: one panel per estimator, a line per seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(dict.fromkeys(r["estimator"] for r in runs))
+    fig, axes = plt.subplots(1, len(names), figsize=(4 * len(names), 3), sharey=True)
+    for ax, name in zip([axes] if len(names) == 1 else axes, names, strict=True):
+        for r in (r for r in runs if r["estimator"] == name):
+            xs, ys = zip(*r["curve"], strict=True)
+            ax.plot(xs, ys, marker="o", label=f"seed {r['seed']}")
+        ax.set_title(name)
+        ax.set_xlabel("GRPO step")
+        ax.set_ylim(0, 1.05)
+    (axes if len(names) == 1 else axes[0]).set_ylabel("held-out success (greedy)")
+    (axes if len(names) == 1 else axes[-1]).legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+if __name__ == "__main__":
+    main()

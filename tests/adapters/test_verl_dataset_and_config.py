@@ -699,3 +699,58 @@ def test_turn_level_estimators_need_the_episode_layout_on_the_v1_trainer(
         validate_config(_cfg(dataset_dir, *rows, chosen), check_data=True)
     with pytest.raises(TeamConfigError, match=r"needs verl's v1 trainer \(trainer.use_v1=true\)"):
         validate_config(_cfg(dataset_dir, *rows, chosen, "trainer.use_v1=false"), check_data=True)
+
+
+def test_the_watch_reports_each_validations_crossplay_gap_and_serves_it(tmp_path) -> None:
+    """``teamgym verl-kl-watch FILE --metrics-port P`` as typed, on a file log whose validation
+    holds self-play and two held-out partners (the keys verl logs per data source): the gap is
+    printed and served to Prometheus over loopback; steps without partners print nothing."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from teamgym.adapters.verl.monitor import crossplay_figures
+
+    val = {
+        "val-aux/signal-v0/with:self/success/mean@2": 0.9,
+        "val-aux/signal-v0/with:babbler/success/mean@2": 0.4,
+        "val-aux/signal-v0/with:expert/success/mean@2": 0.6,
+        "val-aux/signal-v0/with:babbler/score/mean@2": 0.5,
+        "val-core/signal-v0/with:self/reward/mean@2": 1.0,
+    }
+    figures = crossplay_figures(val)
+    assert figures["signal-v0"]["partners"] == {"babbler": 0.4, "expert": 0.6, "self": 0.9}
+    assert figures["signal-v0"]["gap"] == pytest.approx(0.4)
+    assert crossplay_figures({"val-aux/signal-v0/with:babbler/success/mean@2": 0.4}) == {
+        "signal-v0": {"partners": {"babbler": 0.4}, "gap": None}
+    }
+    log = tmp_path / "metrics.jsonl"
+    log.write_text(
+        json.dumps({"step": 1, "data": {"actor/kl_loss": 0.001}})
+        + "\n"
+        + json.dumps({"step": 2, "data": {"actor/kl_loss": 0.001, **val}})
+        + "\n"
+    )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "teamgym", "verl-kl-watch", str(log), "--follow"]
+    proc = subprocess.Popen([*cmd, "--metrics-port", str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        scrape, deadline = "", time.monotonic() + 60
+        while "teamgym_crossplay_gap{" not in scrape and time.monotonic() < deadline:
+            time.sleep(0.5)
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    scrape = r.read().decode()
+            except OSError:
+                continue
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    assert 'teamgym_crossplay_gap{env="signal-v0"} 0.4' in scrape, scrape[-2000:]
+    assert 'teamgym_crossplay_success{env="signal-v0",partner="babbler"} 0.4' in scrape
+    assert "step 2 validation, signal-v0 success: babbler 0.40, expert 0.60, self 0.90" in out
+    assert "self-play minus cross-play +0.40" in out and "step 1 validation" not in out

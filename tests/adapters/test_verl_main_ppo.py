@@ -302,6 +302,13 @@ def test_main_ppo_trains_with_frozen_partners_and_logs_self_play_and_cross_play(
         keys = [k for k in val if k.startswith("val-") and f"signal-v0/with:{partner}/" in k]
         assert any("/success/" in k for k in keys), (partner, sorted(val))
     assert set(val_picks) == {"self", "babbler"} and len(set(picks[:4])) == 3
+    # the gap as `teamgym verl-kl-watch` reads it from this log
+    from teamgym.adapters.verl.monitor import crossplay_figures
+
+    figures = crossplay_figures(val)["signal-v0"]
+    assert set(figures["partners"]) == {"self", "babbler"}
+    mine, theirs = figures["partners"]["self"], figures["partners"]["babbler"]
+    assert figures["gap"] == pytest.approx(mine - theirs)
 
 
 @pytest.mark.slow

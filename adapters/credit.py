@@ -18,7 +18,9 @@ same way).
 Both take the group of each row (``groups``: an agent's copies of an episode seed, or the whole
 team's) and follow the reference code's arithmetic op for op (float32 torch means, unbiased
 standard deviations, ``(x - mean) / (std + epsilon)``), so they agree with it to the last bit
-on the same inputs: ``tests/adapters/test_credit_reference.py`` runs both. Where teamgym
+on the same inputs (within a few float32 units in the last place where the rewards are not
+dyadic: the reference reads each turn's reward as given, these read it back from the float32
+token rewards): ``tests/adapters/test_credit_reference.py`` runs both. Where teamgym
 differs, on purpose: a group holding one trajectory gets a zero advantage (no baseline, as
 teamgym's ``grpo`` and ``team_grpo``), where PettingLLMs gives a batch of lone samples its raw
 score and verl-agent a lone episode its raw return.
@@ -116,6 +118,8 @@ def group_normalise(
     statistics over the scores sharing a key, computed as verl's and the references' GRPO
     compute them (float32 torch, unbiased std). A key with one score: ``lone="zero"`` gives 0,
     ``lone="raw"`` the score itself (mean 0, std 1: verl-agent's lone episode)."""
+    if lone not in ("zero", "raw"):
+        raise ValueError(f"lone={lone!r}: choose 'zero' or 'raw'")
     members: dict[Hashable, list[int]] = defaultdict(list)
     for i, key in enumerate(keys):
         members[key].append(i)
@@ -130,6 +134,15 @@ def group_normalise(
         for i in rows:
             out[i] = (scores[i] - mean) / (std + epsilon) if scale else scores[i] - mean
     return out
+
+
+def _check_rows(rewards: torch.Tensor, *per_row: Sequence[object]) -> None:
+    """Every per-row list names each row of the batch once."""
+    for values in per_row:
+        if len(values) != rewards.shape[0]:
+            raise ValueError(
+                f"{len(values)} groups or anchor lists for a batch of {rewards.shape[0]} rows"
+            )
 
 
 def _turns(
@@ -165,6 +178,7 @@ def at_grpo_advantages(
 ) -> torch.Tensor:
     """AT-GRPO: every turn ``t`` of row ``i`` is a sample keyed ``(groups[i], t)`` scored by
     its return to go; its tokens get the sample's group-normalised score (a lone sample 0)."""
+    _check_rows(token_level_rewards, groups)
     turns = _turns(token_level_rewards, response_mask)
     samples = [
         (i, t, ret)
@@ -196,7 +210,9 @@ def gigpo_advantages(
     ``step_weight`` times the step advantage of the turn (its return to go against those of the
     group's turns with the same anchor, ``anchors[i][t]``; a lone anchor 0). The episode
     statistics count each trajectory once per turn (verl-agent's default,
-    ``compute_mean_std_cross_steps``); a group holding one trajectory gets episode advantage 0."""
+    ``compute_mean_std_cross_steps``); a group holding one trajectory gets no advantage at all
+    (neither part)."""
+    _check_rows(token_level_rewards, groups, anchors)
     turns = _turns(token_level_rewards, response_mask)
     for i, (runs, _) in enumerate(turns):
         if len(anchors[i]) != len(runs):

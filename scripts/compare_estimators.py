@@ -30,7 +30,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--estimators", nargs="+", default=["grpo", "at_grpo", "gigpo"])
+    p.add_argument(
+        "--estimators",
+        nargs="+",
+        default=["grpo", "at_grpo", "gigpo"],
+        choices=["grpo", "team_grpo", "at_grpo", "team_at_grpo", "gigpo", "team_gigpo"],
+    )
     p.add_argument("--steps", type=int, default=30)
     args = p.parse_args()
     root = Path(args.out)

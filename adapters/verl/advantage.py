@@ -210,7 +210,7 @@ def team_keys(uids: np.ndarray) -> np.ndarray:
     missing = [u for u, f in zip(uids_list, found, strict=True) if f is None]
     if missing:
         raise TeamRecordMissingError(
-            f"team_grpo: {len(missing)} of {len(found)} rows have no recorded episode "
+            f"team grouping: {len(missing)} of {len(found)} rows have no recorded episode "
             f"(first: {missing[0]}). Their trajectories were not made by teamgym's agent loop "
             "(check the rows' agent_name and rollout.agent.default_agent_loop), or the loop "
             "ran in a process that cannot reach this one (no Ray, or another Ray job). "

@@ -192,8 +192,12 @@ def _check_estimator(cfg: DictConfig, estimator: str, layout: str) -> None:
     :mod:`teamgym.adapters.verl.turn_advantage`)."""
     from teamgym.adapters.verl.turn_advantage import check_turn_estimator
 
+    correction = cfg.algorithm.get("rollout_correction") or {}
+    rejection = None if correction.get("bypass_mode") else correction.get("rollout_rs")
     try:
-        check_turn_estimator(estimator, layout, bool(cfg.trainer.get("use_v1", True)))
+        check_turn_estimator(
+            estimator, layout, bool(cfg.trainer.get("use_v1", True)), rejection or None
+        )
     except ValueError as exc:
         raise TeamConfigError(str(exc)) from None
 

@@ -39,6 +39,7 @@ def crossplay_figures(data: Mapping[str, Any], metric: str = "success") -> dict[
     for env, partners in sorted(found.items()):
         cross = [v for p, v in partners.items() if p != "self" and not math.isnan(v)]
         mine = partners.get("self")
+        mine = None if mine is None or math.isnan(mine) else mine
         gap = mine - sum(cross) / len(cross) if mine is not None and cross else None
         out[env] = {"partners": dict(sorted(partners.items())), "gap": gap}
     return out

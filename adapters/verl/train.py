@@ -51,6 +51,12 @@ def setup_worker() -> None:
     """Register our VERL extensions in this process (Ray runs it in every worker): the
     ``team_grpo`` and turn-level estimators and the agent loops (per row and per episode), with
     the settings the driver shipped."""
+    # each import registers (team_grpo, teamgym_agent, teamgym_episode, the turn-level
+    # estimators); one binding, so ruff sees the first three as used by the last
+    import teamgym.adapters.verl.advantage
+    import teamgym.adapters.verl.agent_loop
+    import teamgym.adapters.verl.episode_loop
+    import teamgym.adapters.verl.turn_advantage  # noqa: F401
 
     shipped = os.environ.get(AGENT_LOOP_ENV)
     if shipped:

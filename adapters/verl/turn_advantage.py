@@ -92,10 +92,22 @@ def turn_level_inputs(
     return out, index
 
 
-def check_turn_estimator(estimator: str, layout: str, use_v1: bool) -> None:
-    """Refuse a turn-level estimator where its turns' rewards cannot reach it."""
+def check_turn_estimator(
+    estimator: str, layout: str, use_v1: bool, rejection: str | None = None
+) -> None:
+    """Refuse a turn-level estimator where its turns' rewards cannot reach it, or where verl
+    changes the response mask before it runs (``rejection``: the
+    ``algorithm.rollout_correction.rollout_rs`` in force, None without rejection sampling)."""
     if estimator not in TURN_ESTIMATORS:
         return
+    if rejection:
+        raise ValueError(
+            f"algorithm.adv_estimator={estimator} with algorithm.rollout_correction.rollout_rs="
+            f"{rejection}: verl's rejection sampling masks tokens of the response before the "
+            "estimator runs, and a turn is a run of unmasked tokens, so the turns would no "
+            "longer be the agent's replies; drop rollout_rs (or set bypass_mode=true), or use "
+            "grpo / team_grpo"
+        )
     if not use_v1:
         raise ValueError(
             f"algorithm.adv_estimator={estimator} needs verl's v1 trainer (trainer.use_v1=true): "

@@ -697,6 +697,11 @@ def test_turn_level_estimators_need_the_episode_layout_on_the_v1_trainer(
     rows = ["data.train_batch_size=6", "actor_rollout_ref.rollout.agent.num_workers=1"]
     with pytest.raises(TeamConfigError, match="needs the episode layout.*--layout episode"):
         validate_config(_cfg(dataset_dir, *rows, chosen), check_data=True)
+    rejection = "algorithm.rollout_correction.rollout_rs=seq_mean_k1"
+    with pytest.raises(TeamConfigError, match="rollout_rs=seq_mean_k1: verl's rejection sampling"):
+        validate_config(_cfg(episode_dataset_dir, *episode, chosen, rejection), check_data=True)
+    bypass = "algorithm.rollout_correction.bypass_mode=true"
+    validate_config(_cfg(episode_dataset_dir, *episode, chosen, rejection, bypass), check_data=True)
     with pytest.raises(TeamConfigError, match=r"needs verl's v1 trainer \(trainer.use_v1=true\)"):
         validate_config(_cfg(dataset_dir, *rows, chosen, "trainer.use_v1=false"), check_data=True)
 

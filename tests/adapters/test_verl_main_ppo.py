@@ -395,7 +395,9 @@ def test_main_ppo_trains_with_a_turn_level_estimator(
             )
             runs = turn_runs(mask[i])
             assert len(runs) == len(r["turn_scores"]) == len(r["anchors"]), r["key"]
-            assert sum(r["rm_scores"]) == pytest.approx(r["score"], abs=1e-6)
+            for (_, end), score in zip(runs, r["turn_scores"], strict=True):
+                assert r["rm_scores"][end - 1] == pytest.approx(score, abs=1e-6), r["key"]
+            assert sum(r["rm_scores"]) == pytest.approx(sum(r["turn_scores"]), abs=1e-6)
             assert {j for j, x in enumerate(r["rm_scores"]) if x} <= {e - 1 for _, e in runs}
             several += len(runs) > 1
         uids, anchors = split_anchors([r["uid"] for r in mine])

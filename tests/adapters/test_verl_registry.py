@@ -163,3 +163,21 @@ def test_a_failed_registry_call_fails_every_row_of_its_batch(monkeypatch) -> Non
 
     results = asyncio.run(main())
     assert all(isinstance(r, RuntimeError) and "died" in str(r) for r in results)
+
+
+def test_the_ray_worker_hook_registers_every_estimator_and_agent_loop() -> None:
+    """``setup_worker`` (Ray's ``worker_process_setup_hook``) alone, in a fresh interpreter,
+    registers what a worker needs: a user's own agent-loop manager imports nothing of ours."""
+    code = (
+        "from teamgym.adapters.verl.train import setup_worker; setup_worker()\n"
+        "from verl.trainer.ppo import core_algos\n"
+        "from verl.experimental.agent_loop.agent_loop import _agent_loop_registry\n"
+        "import json; print(json.dumps([sorted(core_algos.ADV_ESTIMATOR_REGISTRY), "
+        "sorted(_agent_loop_registry)]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    estimators, loops = json.loads(done.stdout.strip().splitlines()[-1])
+    for name in ("team_grpo", "at_grpo", "team_at_grpo", "gigpo", "team_gigpo"):
+        assert name in estimators, name
+    assert {"teamgym_agent", "teamgym_episode"} <= set(loops)

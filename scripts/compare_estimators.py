@@ -1,12 +1,14 @@
-"""Advantage estimators side by side on the CPU trainer: the listener stage with two rounds (two
-picks an episode, each rewarded), so a turn-level estimator has turns to tell apart.
+"""Advantage estimators side by side on the CPU trainer, on a stage where agents take several
+turns: ``listener2``, the listener stage with two rounds (two picks an episode, each
+rewarded), or ``keydoor``, keydoor-v0 easy (both agents trained, one shared model, a reward
+for the key, the door and the treasure).
 
 Per seed the stage's model is built and warmed up once; then each estimator trains from that
 model with the same settings, seeds and budget. Writes ``OUT/summary.json`` (every run's
 held-out curve) and ``OUT/estimators.png``; a killed run resumes where it stopped.
 
     .venv/bin/python scripts/compare_estimators.py runs/estimators --seeds 0 1 2 \
-        --estimators grpo at_grpo gigpo --steps 30
+        --estimators grpo at_grpo gigpo --steps 40
 """
 
 from __future__ import annotations
@@ -19,16 +21,44 @@ from pathlib import Path
 from teamgym.adapters.cpu.run_state import RunDir
 from teamgym.adapters.cpu.trainer import train
 from teamgym.adapters.cpu.warmup import warm_up
-from teamgym.benchmarks.learn.base import LISTENER, LISTENER_MODEL, build_stage_model, machine
-
-SETTINGS = replace(
-    LISTENER, env_kwargs={**LISTENER.env_kwargs, "num_rounds": 2}, gamma=1.0, eval_every=5
+from teamgym.benchmarks.learn.base import (
+    BENCHMARK,
+    LEARNER,
+    LISTENER,
+    LISTENER_MODEL,
+    build_stage_model,
+    machine,
 )
+
+#: stage -> (settings, model): what each estimator trains with
+STAGES = {
+    "listener2": (
+        replace(
+            LISTENER, env_kwargs={**LISTENER.env_kwargs, "num_rounds": 2}, gamma=1.0, eval_every=5
+        ),
+        LISTENER_MODEL,
+    ),
+    "keydoor": (
+        replace(
+            BENCHMARK,
+            env="keydoor-v0",
+            env_kwargs={"difficulty": "easy"},
+            episodes_per_step=4,
+            group_size=8,
+            warmup_steps=300,
+            eval_every=5,
+            eval_episodes=64,
+            gamma=1.0,
+        ),
+        {**LEARNER, "corpus_envs": ("keydoor-v0",)},
+    ),
+}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out")
+    p.add_argument("--stage", choices=sorted(STAGES), default="listener2")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument(
         "--estimators",
@@ -39,13 +69,14 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=30)
     args = p.parse_args()
     root = Path(args.out)
+    settings, model = STAGES[args.stage]
     runs = []
     for seed in args.seeds:
         # 1. the seed's model, warmed up once (reused on resume under the same settings)
         seed_dir = root / f"seed{seed}"
-        model_dir, _ = build_stage_model(seed_dir, LISTENER_MODEL, seed)
+        model_dir, _ = build_stage_model(seed_dir, model, seed)
         base = replace(
-            SETTINGS,
+            settings,
             model=str(model_dir),
             out=str(seed_dir / "warmup"),
             seed=seed,
@@ -78,7 +109,8 @@ def main() -> None:
             )
             print(f"seed {seed} {estimator}: held-out success {curve}")
     summary = {
-        "settings": json.loads(json.dumps(SETTINGS.__dict__, default=str)),
+        "stage": args.stage,
+        "settings": json.loads(json.dumps(settings.__dict__, default=str)),
         "steps": args.steps,
         "runs": runs,
         "machine": machine(),

@@ -92,3 +92,26 @@ def test_placed_rewards_read_back_as_the_same_turns(mask: list[int], data) -> No
     assert turn_rewards(placed, runs) == pytest.approx(rewards, abs=1e-6)
     assert set(torch.nonzero(placed).flatten().tolist()) <= {e - 1 for _, e in runs}
     assert place_turn_rewards(mask, [*rewards, 0.0], 0.0) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    scores=st.lists(st.sampled_from([0.0, 0.1, 0.25, -0.5, 1.0]), min_size=2, max_size=12),
+    data=st.data(),
+)
+def test_on_one_turn_trajectories_at_grpo_is_verls_grpo(scores: list[float], data) -> None:
+    """Where each agent takes one turn (the listener, team and sharing stages), AT-GRPO's groups
+    are GRPO's and the return from the turn is the return: the same advantages, bit for bit."""
+    from verl.trainer.ppo import core_algos
+
+    from teamgym.adapters.credit import at_grpo_advantages
+
+    groups = data.draw(st.lists(st.sampled_from("abc"), min_size=len(scores), max_size=len(scores)))
+    rewards, mask = torch.zeros(len(scores), 5), torch.zeros(len(scores), 5, dtype=torch.int64)
+    mask[:, :3] = 1
+    rewards[:, 2] = torch.tensor(scores)
+    ours = at_grpo_advantages(rewards, mask, groups)
+    verl, _ = core_algos.compute_grpo_outcome_advantage(rewards, mask, groups)
+    alone = [i for i, g in enumerate(groups) if groups.count(g) == 1]
+    verl[alone] = 0.0  # a group of one: verl keeps the raw score, teamgym gives none
+    assert torch.equal(ours, verl)

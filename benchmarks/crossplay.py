@@ -4,7 +4,10 @@
 on the same seeds: agent A (the row) in the first seat, partner B (the column) in the others
 (``partner_seats``; for keydoor and signal the seats are roles: ``robot_0`` is signal's
 speaker). The diagonal is self-play, A in every seat: the very episodes ``bench run`` plays for
-A, so its fingerprints equal the baselines table's. It is an ordinary suite, so the run
+A, so its fingerprints equal the baselines table's. People (``human:NAME``, played on the web page) fill
+their row only: a person with each partner; never another agent's partner nor alone in every
+seat, which would measure a person playing with themselves. Their column and diagonal stay
+empty (``-``); their row counts in the cross-play mean. It is an ordinary suite, so the run
 directory, the resume after a kill and ``bench compare`` are ``bench run``'s.
 
 :func:`crossplay_matrix` reads the summary back into one matrix per env (success with its
@@ -50,6 +53,13 @@ def _expand(agents: Sequence[Any], env_id: str) -> list[Any]:
     return out
 
 
+def _is_human(agent: Any) -> bool:
+    """Whether ``agent`` (a spec string or mapping) is people at the web page."""
+    if isinstance(agent, str):
+        return agent.startswith("human:")
+    return isinstance(agent, Mapping) and agent.get("kind") == "human"
+
+
 def crossplay_source(
     env_ids: Sequence[str],
     agents: Sequence[Any],
@@ -71,9 +81,10 @@ def crossplay_source(
             raise ValueError(f"cross-play on {env_id} needs two agents or more, got {players}")
         base = {"id": env_id, **({"kwargs": dict(kwargs)} if kwargs else {})}
         for i, a in enumerate(players):
-            entries.append({**base, "agents": [a]})
+            if not _is_human(a):  # a person plays the human row only (see the module docstring)
+                entries.append({**base, "agents": [a]})
             for j, b in enumerate(players):
-                if i != j:
+                if i != j and not _is_human(b):
                     seats = {"partner_seats": list(partner_seats)} if partner_seats else {}
                     entries.append({**base, "agents": [a], "partner": b, **seats})
     return {

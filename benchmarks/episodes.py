@@ -77,6 +77,10 @@ async def _play(
         if partner is not None:
             distinct.append(partner.episode(env, job.seed))
             players.update(dict.fromkeys(setting.partner_seats, distinct[-1]))
+        for p in distinct:  # agents that want the episode's key (the ``human`` kind's page)
+            hook = getattr(p, "started", None)
+            if hook is not None:
+                hook(job.key, setting.partner.label if setting.partner is not None else "")
         mates = _teammates(job, env)
         tracker = EpisodeTracker(env.possible_agents)
         last_info = dict(infos)
@@ -112,6 +116,10 @@ async def _play(
                 kept["observations"] = obs
             steps.append(kept)
         metrics = None if error else tracker.metrics().to_dict()
+        for p in distinct:
+            hook = getattr(p, "finished", None)
+            if hook is not None:
+                hook(metrics, error)
         records = [r for p in distinct for r in getattr(p, "records", [])]  # agent, then partner
     finally:
         env.close()
@@ -127,7 +135,7 @@ def llm_usage(records: Sequence[Mapping[str, Any]]) -> dict[str, int] | None:
     """The agent under test's replies and tokens in one episode (its chat records: the
     ``transformers`` kind's ``prompt_tokens``/``completion_tokens``, the ``openai`` kind's
     ``usage``); None for an agent that keeps no records (a baseline)."""
-    if not records:
+    if not records or all(r.get("kind") == "human" for r in records):
         return None
     total = {"replies": 0, "prompt_tokens": 0, "completion_tokens": 0}
     for r in records:

@@ -281,6 +281,12 @@ class TextParallelEnv(GameHooks, ParallelEnv[str, Any, Any]):
             return self._game_render_rgb()
         return None
 
+    def picture(self, agent: str) -> str | None:
+        """What a person playing ``agent`` may see of the global view (``teamgym play --web``
+        draws it beside the observation), or None, the default, where that view would show what
+        the seat may not know (signal's target, another seat's private state)."""
+        return None
+
     def _game_render_rgb(self) -> np.ndarray:
         """The global view as an H x W x 3 uint8 image (games listing ``rgb_array``)."""
         raise NotImplementedError

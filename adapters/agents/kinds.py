@@ -14,7 +14,9 @@ Specs, in a suite file or on the command line:
   OpenAI-compatible chat server (vLLM, SGLang, a hosted API; ``teamgym serve`` for a local
   model), see :mod:`teamgym.adapters.agents.openai_agent`;
 * ``{kind: transformers, path: DIR, ...}`` (or ``transformers:DIR``): a local Hugging Face
-  model directory on CPU or GPU, see :mod:`teamgym.adapters.agents.transformers_agent`.
+  model directory on CPU or GPU, see :mod:`teamgym.adapters.agents.transformers_agent`;
+* ``human:NAME`` (or ``human:alice+bob``): people playing through the web page, see
+  :mod:`teamgym.web.agent`.
 
 Each kind is one :class:`AgentKind` in a registry (declared at the end of this module; add one
 with :func:`register_agent_kind`): its options and their defaults, the option it requires, its
@@ -28,6 +30,7 @@ An agent that cannot answer (a dead server after its retries, a reply that never
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -328,5 +331,44 @@ register_agent_kind(
         "transformers:",
         "teamgym.adapters.agents.transformers_agent:build",
         resolve=_resolve_path,
+    )
+)
+
+
+_HUMAN_DEFAULTS: dict[str, Any] = {
+    "host": "127.0.0.1",
+    "port": 8765,
+    "journal": None,
+    "replay": None,
+}
+
+
+def _resolve_human(options: dict[str, Any]) -> None:
+    """Check the names (``alice`` or ``alice+bob``) and the port; make paths absolute."""
+    names = str(options["name"]).split("+")
+    if not all(_NAME.fullmatch(n) for n in names):
+        raise ValueError(
+            f"human names are letters, digits, '_', '.' or '-' (at most 32), joined by '+': "
+            f"got {options['name']!r}"
+        )
+    port = options.get("port", 8765)
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+        raise ValueError(f"human port must be an integer from 0 to 65535, got {port!r}")
+    for key in ("journal", "replay"):
+        if options.get(key) is not None:
+            options[key] = str(Path(options[key]).expanduser().resolve())
+
+
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,32}")
+
+register_agent_kind(
+    AgentKind(
+        "human",
+        "name",
+        _HUMAN_DEFAULTS,
+        "human:",
+        "teamgym.web.agent:build",
+        resolve=_resolve_human,
+        reach=frozenset(_HUMAN_DEFAULTS),
     )
 )

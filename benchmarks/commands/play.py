@@ -1,4 +1,5 @@
 """``teamgym play ENV``: a person plays one agent in the terminal; baselines play the others.
+``--web`` serves a page in the browser instead (:mod:`.play_web`).
 
 The person sees what the agent would see (its instructions once, then each turn its
 observation and numbered valid actions) and types a reply (see :mod:`teamgym.benchmarks.human`);
@@ -26,6 +27,8 @@ from teamgym.benchmarks.commands.common import (
     bad_input,
     env_kwargs,
     non_negative_int,
+    port,
+    positive_int,
 )
 from teamgym.benchmarks.human import HOW_TO_REPLY, choices, typed_reply
 from teamgym.envs.metrics import EpisodeMetrics
@@ -49,9 +52,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--teammates",
-        metavar="BASELINE",
-        help="baseline playing the other agents (default: the env's expert if it has one, "
-        "else random)",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="who plays the other agents (default: the env's expert if it has one, else "
+        "random): a baseline in the terminal; with --web any agent spec (checkpoint:DIR, "
+        "openai:MODEL@URL, ...), repeatable: the episodes are played with each",
     )
     p.add_argument("--seed", type=non_negative_int, default=0, metavar="N", help="episode seed")
     p.add_argument(
@@ -61,6 +67,33 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "so you type on your own turns only)",
     )
     add_env_arg(p)
+    web = p.add_argument_group(
+        "web page", "--web serves the game on a page in the browser instead of the terminal"
+    )
+    web.add_argument("--web", action="store_true", help="play in the browser (see the guide)")
+    web.add_argument(
+        "--name",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a person at the table (repeatable: each gets a link and the next of the --agent "
+        "seats, comma-separated there); default: player",
+    )
+    web.add_argument("--episodes", type=positive_int, default=1, help="episodes per teammate")
+    web.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to serve on (default: loopback only; another host prints links with "
+        "the token every request must carry)",
+    )
+    web.add_argument("--port", type=port, default=8765, help="port of the page (0: any free)")
+    web.add_argument("--out", metavar="RUN_DIR", help="run directory (default: runs/play-NAME)")
+    web.add_argument(
+        "--replay",
+        metavar="RUN_DIR",
+        help="play RUN_DIR's recorded session again from its replies (no page) into --out, "
+        "and check that every trajectory hash comes out the same",
+    )
     return p
 
 
@@ -69,9 +102,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from teamgym.envs import EpisodeTracker, make, spec
     from teamgym.envs.lineup import Lineup
 
+    if args.web or args.replay:
+        from teamgym.benchmarks.commands.play_web import run_web
+
+        return run_web(args, console)
+    if len(args.teammates) > 1:
+        raise CommandError("the terminal takes one --teammates baseline; --web takes several")
+
     with bad_input(KeyError, TypeError, ValueError):
         env = make(args.env, **env_kwargs(args))
-        baseline = args.teammates or (
+        baseline = (args.teammates or [None])[0] or (
             "expert" if "expert" in spec(args.env).baselines else "random"
         )
         seats = dict.fromkeys(env.possible_agents, baseline)  # one policy, slot 0

@@ -298,6 +298,10 @@ class ForagingEnv(TextParallelEnv):
             )
         return "\n".join(lines)
 
+    def picture(self, agent: str) -> str | None:
+        """The field, where agents see all of it (``sight`` None, the easy setting)."""
+        return self._game_render() if self.sight is None else None
+
     def _game_render(self) -> str:
         f = self.field
         if f is None:

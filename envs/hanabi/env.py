@@ -341,6 +341,18 @@ class HanabiEnv(TextParallelEnv):
                 lines.append(f"- card {i + 1}: {card_words(card)} ({known})")
         return "\n".join(lines)
 
+    def picture(self, agent: str) -> str | None:
+        """The table as ``agent`` sees it: the global view with its own cards hidden (``??``)."""
+        if self.game is None:
+            return None
+        seat = self.possible_agents.index(agent)
+        return "\n".join(
+            f"{line.split(':')[0]}: " + " ".join("??" for _ in self.game.hands[seat])
+            if line[2:].startswith(f"{agent}:")
+            else line
+            for line in self._game_render().splitlines()
+        )
+
     def _game_render(self) -> str:
         game = self.game
         if game is None:

@@ -331,6 +331,10 @@ class KitchenEnv(TextParallelEnv):
         lines += draw_map(k)
         return "\n".join(lines)
 
+    def picture(self, agent: str) -> str | None:
+        """The whole kitchen: every chef sees all of it."""
+        return self._game_render()
+
     def _game_render(self) -> str:
         k = self.kitchen
         lines = [f"kitchen-v0 {self.layout.name} step {self.num_steps} soups {self.soups}"]

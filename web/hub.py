@@ -1,0 +1,213 @@
+"""What the web page shows and takes: the people at the table, their open turns, their episodes.
+
+The hub holds no web code (``teamgym.web.server`` serves it) and no env (the human agent,
+``teamgym.web.agent``, posts turns to it and awaits the replies). It lives in the event loop
+that plays the episodes, so every change happens in that loop's thread: no locks.
+
+A reply is checked before it is taken (:meth:`Hub.reply`): the person's token, a turn that is
+still open, the seat and step the page showed, the size, and a short form that names a valid
+action. A refused reply raises :class:`Refused` with the HTTP status and the reason, and
+changes nothing: the turn stays open for the next try.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from teamgym.benchmarks.human import choices, typed_reply
+
+__all__ = ["MAX_REPLY_CHARS", "EpisodeView", "Hub", "Person", "Refused", "Turn"]
+
+#: The longest reply the page may send, in characters (the env's parser caps an action at 200;
+#: a message is cut by the env's ``message_max_tokens``). Longer ones are refused, not cut.
+MAX_REPLY_CHARS = 2000
+#: Past turns each episode keeps for the page (what the seat saw and sent).
+HISTORY = 50
+
+
+class Refused(Exception):
+    """A request the hub will not take: ``status`` is its HTTP status, the message the reason."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+@dataclass
+class Turn:
+    """One open turn: a seat of one episode waits for its person's reply."""
+
+    id: int
+    episode: str
+    seat: str
+    step: int
+    observation: str
+    valid_actions: list[str]
+    future: asyncio.Future[str]
+
+    def public(self) -> dict[str, Any]:
+        """What the page is sent (the future stays here)."""
+        return {
+            "turn": self.id,
+            "seat": self.seat,
+            "step": self.step,
+            "observation": self.observation,
+            "valid_actions": self.valid_actions,
+            "choices": choices(self.valid_actions),
+        }
+
+
+@dataclass
+class EpisodeView:
+    """One episode as its people see it."""
+
+    key: str
+    env_id: str
+    seed: int
+    partner: str
+    status: str = "playing"
+    instructions: dict[str, str] = field(default_factory=dict)
+    last: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per seat: the person, the latest observation, its step, valid actions and picture."""
+    history: list[dict[str, Any]] = field(default_factory=list)
+    result: dict[str, Any] | None = None
+
+    def public(self, turns: list[Turn]) -> dict[str, Any]:
+        """The episode's JSON for the page."""
+        return {
+            "key": self.key,
+            "env_id": self.env_id,
+            "seed": self.seed,
+            "partner": self.partner,
+            "status": self.status,
+            "instructions": self.instructions,
+            "last": self.last,
+            "history": self.history[-HISTORY:],
+            "result": self.result,
+            "turns": [t.public() for t in turns if t.episode == self.key],
+        }
+
+
+@dataclass
+class Person:
+    """A person at the table: their name, the token their link carries, what waits for them."""
+
+    name: str
+    token: str
+    turns: dict[int, Turn] = field(default_factory=dict)
+    episodes: dict[str, EpisodeView] = field(default_factory=dict)
+
+
+class Hub:
+    """The people, their open turns and their episodes (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.people: dict[str, Person] = {}
+        self._next_turn = 0
+
+    def person(self, name: str) -> Person:
+        """The person ``name``, added with a fresh token on first use."""
+        if name not in self.people:
+            self.people[name] = Person(name, secrets.token_urlsafe(16))
+        return self.people[name]
+
+    def check(self, name: str, token: str | None) -> Person:
+        """The person ``name`` if ``token`` is theirs; else :class:`Refused` (401, 404)."""
+        person = self.people.get(name)
+        if person is None:
+            raise Refused(404, f"nobody called {name!r} plays here; open the link you were given")
+        if not token:
+            raise Refused(401, "this request carries no token; open the link you were given")
+        if not hmac.compare_digest(token, person.token):
+            raise Refused(401, "wrong token for this player; open the link you were given")
+        return person
+
+    def state(self, name: str, token: str | None) -> dict[str, Any]:
+        """What ``name``'s page shows: their episodes (newest last) with their open turns."""
+        person = self.check(name, token)
+        turns = list(person.turns.values())
+        return {
+            "name": person.name,
+            "episodes": [e.public(turns) for e in person.episodes.values()],
+        }
+
+    def open_episode(self, name: str, view: EpisodeView) -> EpisodeView:
+        """Show ``view`` on ``name``'s page (kept when the same episode is played again)."""
+        return self.person(name).episodes.setdefault(view.key, view)
+
+    def ask(
+        self,
+        name: str,
+        episode: str,
+        seat: str,
+        step: int,
+        observation: str,
+        valid_actions: list[str],
+    ) -> asyncio.Future[str]:
+        """Open a turn for ``name``; the future is set with the reply the page sends."""
+        person = self.person(name)
+        self._next_turn += 1
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        turn = Turn(self._next_turn, episode, seat, step, observation, list(valid_actions), future)
+        person.turns[turn.id] = turn
+        future.add_done_callback(lambda _: person.turns.pop(turn.id, None))
+        return future
+
+    def reply(self, name: str, token: str | None, body: dict[str, Any]) -> str:
+        """Take the reply in ``body`` (``turn``, ``seat``, ``step``, and ``action`` with an
+        optional ``say``, or a full ``text`` reply) for an open turn; returns the reply text the
+        env gets. Anything wrong raises :class:`Refused` and leaves the turn open."""
+        person = self.check(name, token)
+        turn = person.turns.get(body.get("turn", -1))
+        if turn is None or turn.future.done():
+            raise Refused(
+                409,
+                "this turn is no longer open (answered, or the episode moved on); reload the page",
+            )
+        if body.get("seat") != turn.seat:
+            raise Refused(403, f"turn {turn.id} is {turn.seat}'s, not {body.get('seat')!r}'s")
+        if body.get("step") != turn.step:
+            raise Refused(
+                409,
+                f"stale step {body.get('step')!r}: the episode is at step "
+                f"{turn.step}; reload the page",
+            )
+        text = _reply_text(body, turn.valid_actions)
+        turn.future.set_result(text)
+        return text
+
+    def cancel(self, episode: str) -> None:
+        """Close the open turns of ``episode`` (it ended or was stopped)."""
+        for person in self.people.values():
+            for turn in list(person.turns.values()):
+                if turn.episode == episode and not turn.future.done():
+                    turn.future.cancel()
+
+
+def _reply_text(body: dict[str, Any], valid: list[str]) -> str:
+    """The reply ``body`` stands for; :class:`Refused` (413, 422) when it is too long or does
+    not name a valid action."""
+    parts = {k: body.get(k) for k in ("action", "say", "text")}
+    for key, value in parts.items():
+        if value is not None and not isinstance(value, str):
+            raise Refused(422, f"{key!r} must be a string, got {type(value).__name__}")
+    size = sum(len(v or "") for v in parts.values())
+    if size > MAX_REPLY_CHARS:
+        raise Refused(413, f"the reply has {size} characters; at most {MAX_REPLY_CHARS}")
+    if parts["text"]:
+        if parts["action"] or parts["say"]:
+            raise Refused(422, "send either a full reply ('text') or 'action' and 'say', not both")
+        return parts["text"].strip()
+    action = " ".join((parts["action"] or "").split())
+    say = " ".join((parts["say"] or "").split())
+    if "<" in action or "<" in say:
+        raise Refused(422, "'action' and 'say' are plain words; send a full reply as 'text'")
+    line = f"{action} say: {say}" if say else action
+    try:
+        return typed_reply(line, valid)
+    except ValueError as exc:
+        raise Refused(422, str(exc)) from None

@@ -39,6 +39,10 @@ __all__ = ["HumanAgent", "HumanEpisode", "build", "people", "table"]
 DEFAULT_JOURNAL = Path("runs") / ".human"
 
 
+#: Seconds the page stays up after the last episode for open pages to show its result.
+LINGER_S = 5.0
+
+
 def people(spec: AgentSpec) -> list[str]:
     """The names of a ``human`` spec: ``alice`` or ``alice+bob`` (seats go to them in turn)."""
     return str(spec.options["name"]).split("+")
@@ -78,9 +82,14 @@ class _Table:
         return f"http://{host}:{self.port}/play/{name}?token={token}"
 
     async def close(self) -> None:
-        """Stop serving once the last agent using the table closes."""
+        """Stop serving once the last agent using the table closes, after each open page has
+        shown its last result (or :data:`LINGER_S` seconds)."""
         self.users -= 1
         if self.users <= 0 and self.server is not None:
+            self.hub.over = True
+            deadline = time.monotonic() + LINGER_S
+            while time.monotonic() < deadline and any(p.unseen() for p in self.hub.people.values()):
+                await asyncio.sleep(0.1)
             await self.server.stop()
             self.server = None
             _TABLES.pop((self.host, self.port), None)

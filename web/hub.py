@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import secrets
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,6 +101,14 @@ class Person:
     token: str
     turns: dict[int, Turn] = field(default_factory=dict)
     episodes: dict[str, EpisodeView] = field(default_factory=dict)
+    ended: float = 0.0
+    """When an episode of theirs last ended (``time.monotonic``)."""
+    polled: float = 0.0
+    """When their page last read the state."""
+
+    def unseen(self) -> bool:
+        """Whether an episode ended since their page last looked (its result not yet shown)."""
+        return self.ended > self.polled
 
 
 class Hub:
@@ -107,6 +116,8 @@ class Hub:
 
     def __init__(self) -> None:
         self.people: dict[str, Person] = {}
+        self.over = False
+        """Every episode of the session is played (the page says so and stops polling)."""
         self._next_turn = 0
 
     def person(self, name: str) -> Person:
@@ -129,9 +140,11 @@ class Hub:
     def state(self, name: str, token: str | None) -> dict[str, Any]:
         """What ``name``'s page shows: their episodes (newest last) with their open turns."""
         person = self.check(name, token)
+        person.polled = time.monotonic()
         turns = list(person.turns.values())
         return {
             "name": person.name,
+            "over": self.over,
             "episodes": [e.public(turns) for e in person.episodes.values()],
         }
 
@@ -162,7 +175,8 @@ class Hub:
         optional ``say``, or a full ``text`` reply) for an open turn; returns the reply text the
         env gets. Anything wrong raises :class:`Refused` and leaves the turn open."""
         person = self.check(name, token)
-        turn = person.turns.get(body.get("turn", -1))
+        turn_id = body.get("turn")
+        turn = person.turns.get(turn_id) if type(turn_id) is int else None
         if turn is None or turn.future.done():
             raise Refused(
                 409,
@@ -177,12 +191,15 @@ class Hub:
                 f"{turn.step}; reload the page",
             )
         text = _reply_text(body, turn.valid_actions)
+        del person.turns[turn.id]  # now, not when the loop runs the future's callbacks
         turn.future.set_result(text)
         return text
 
     def cancel(self, episode: str) -> None:
         """Close the open turns of ``episode`` (it ended or was stopped)."""
         for person in self.people.values():
+            if episode in person.episodes:
+                person.ended = time.monotonic()
             for turn in list(person.turns.values()):
                 if turn.episode == episode and not turn.future.done():
                     turn.future.cancel()

@@ -27,7 +27,7 @@ def web_source(
     env_id: str,
     people: list[str],
     seats: list[str],
-    teammates: list[str],
+    teammates: list[Any],
     *,
     episodes: int,
     seed: int,
@@ -65,7 +65,7 @@ def web_source(
 def run_web(args: argparse.Namespace, console: Console) -> int:
     """Serve the page, play the session's episodes, print the results table."""
     from teamgym.benchmarks.commands.playing import play_suite
-    from teamgym.benchmarks.suites import SuiteError, parse_suite
+    from teamgym.benchmarks.suites import SuiteError, inline_agent, parse_suite
     from teamgym.envs import spec
 
     try:
@@ -80,7 +80,7 @@ def run_web(args: argparse.Namespace, console: Console) -> int:
     with bad_input(KeyError, TypeError, ValueError, SuiteError):
         kwargs = env_kwargs(args)
         seats = [s.strip() for s in (args.agent or "robot_0").split(",") if s.strip()]
-        teammates = args.teammates or [
+        teammates = [inline_agent(t) for t in args.teammates] or [
             "expert" if "expert" in spec(args.env).baselines else "random"
         ]
         options: dict[str, Any] = {

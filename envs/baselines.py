@@ -123,3 +123,14 @@ def make_baseline(env_id: str, name: str, seed: int | None = None, **options: An
             f"or {prefixes} (checkpoint:PATH is a model directory)"
         )
     return load_entry_point(known[name])(seed=seed)
+
+
+def _convention_speaker(style: str, seed: int | None = None, **_: Any) -> Policy:
+    """``convention:STYLE``: signal's expert speaking with a convention (see
+    :class:`teamgym.envs.signal.baselines.ConventionSpeaker`)."""
+    from teamgym.envs.signal.baselines import ConventionSpeaker
+
+    return ConventionSpeaker(style, seed)
+
+
+register_policy_prefix("convention:", _convention_speaker)

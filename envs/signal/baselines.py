@@ -10,7 +10,13 @@ from typing import Any
 from teamgym.envs.baselines import RandomPolicy
 from teamgym.envs.signal.world import decode, describe
 
-__all__ = ["SignalBabbler", "SignalExpert", "SignalPaletteBabbler"]
+__all__ = [
+    "CONVENTIONS",
+    "ConventionSpeaker",
+    "SignalBabbler",
+    "SignalExpert",
+    "SignalPaletteBabbler",
+]
 
 _ITEM = re.compile(r"^(\d+)\. (.+)$", re.MULTILINE)
 _TARGET = re.compile(r"^The target is: (.+)$", re.MULTILINE)
@@ -115,3 +121,75 @@ class SignalPaletteBabbler(SignalBabbler):
     def message(name: str) -> str:
         """The speaker's reply naming ``name``: ``<say>green</say><action>say</action>``."""
         return f"<say>{name}</say><action>say</action>"
+
+
+#: How ``convention:STYLE`` frames the expert's description (``{}``: its words). The negating
+#: styles name the other object instead (two candidates only; else they speak bare).
+CONVENTIONS = {
+    "bare": "{}",
+    "the": "the {}",
+    "one": "{} one",
+    "itis": "it is {}",
+    "not": "not {}",
+    "isnot": "is not {}",
+}
+_NEGATING = frozenset({"not", "isnot"})
+_FILLERS = frozenset(w for t in CONVENTIONS.values() for w in t.split() if w not in ("{}", "not"))
+_SAY = re.compile(r"<say>(.*)</say>")
+
+
+class ConventionSpeaker(SignalExpert):
+    """The expert with a convention of speech (``convention:STYLE``, :data:`CONVENTIONS`): as
+    speaker it frames its description (``the red``, ``red one``, ``it is red``; bare where the
+    frame would pass the word budget) or, negating, names the object that is not the target
+    (``not blue``, ``is not blue``); as listener it reads every convention. The partners of
+    the frozen-partner result (docs/results/partners.md): a listener that learned one
+    convention meets the others as partners never seen."""
+
+    def __init__(self, style: str = "bare", seed: int | None = None) -> None:
+        if style not in CONVENTIONS:
+            raise KeyError(
+                f"no speaker convention {style!r}; conventions: {', '.join(CONVENTIONS)}"
+            )
+        super().__init__(seed)
+        self.style = style
+
+    def act(self, agent: str, observation: str, info: Mapping[str, Any]) -> str:
+        """The speaker's framed description, or the listener's pick under any convention."""
+        valid = list(info.get("valid_actions", ()))
+        items = [(int(n), text.split()) for n, text in _ITEM.findall(observation)]
+        if "say" not in valid:
+            said = _MESSAGE.findall(observation)
+            heard = said[-1].split() if said else []
+            words = {w for w in heard if w not in _FILLERS and w != "not"}
+            if "not" in heard and words:
+                for n, item in items:
+                    if not words <= set(item) and (by_name := f"pick {' '.join(item)}") in valid:
+                        return f"<action>{by_name}</action>"
+                    if not words <= set(item) and f"pick {n}" in valid:
+                        return f"<action>pick {n}</action>"
+            observation = _MESSAGE.sub(
+                lambda m: m.group(0).replace(m.group(1), _unframed(m.group(1))), observation
+            )
+            return super().act(agent, observation, info)
+        reply = super().act(agent, observation, info)
+        said = _SAY.search(reply)
+        if said is None:
+            return reply
+        budget_match = _BUDGET.search(observation)
+        budget = int(budget_match.group(1)) if budget_match else 99
+        words = said.group(1)
+        if self.style in _NEGATING:
+            target = _TARGET.search(observation)
+            others = [w for _, w in items if target is None or w != target.group(1).split()]
+            if len(items) != 2 or len(others) != 1 or target is None:
+                return reply
+            words = " ".join(self.describe(others[0], [target.group(1).split()], budget))
+        framed = CONVENTIONS[self.style].format(words)
+        if len(framed.split()) > budget:
+            return reply
+        return reply.replace(said.group(0), f"<say>{framed}</say>")
+
+
+def _unframed(message: str) -> str:
+    return " ".join(w for w in message.split() if w not in _FILLERS)

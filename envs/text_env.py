@@ -10,6 +10,7 @@ the game act (``_game_step``), deliver the messages, build observations and info
 
 from __future__ import annotations
 
+import copy
 import functools
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -92,6 +93,11 @@ class TextParallelEnv(GameHooks, ParallelEnv[str, Any, Any]):
     #: Actions that do nothing the team needs (the degenerate-policy guard counts an agent that
     #: only ever chose these, or made invalid replies, as idle: see :attr:`last_actions`).
     idle_actions: ClassVar[frozenset[str]] = frozenset({"wait"})
+    #: Keep a copy of the state before each step, for :meth:`counterfactual_rewards` (off by
+    #: default: a deep copy a step; ``SharedReward`` turns it on for ``mode="difference"``).
+    keep_counterfactuals: bool = False
+    _before_step: TextParallelEnv | None = None
+    _step_actions: dict[str, Any] = {}  # noqa: RUF012 (replaced, never mutated)
 
     def __init__(
         self,
@@ -244,6 +250,10 @@ class TextParallelEnv(GameHooks, ParallelEnv[str, Any, Any]):
         if not self.agents:
             raise RuntimeError("step() called on a finished episode; call reset() first")
         live = self.agents
+        if self.keep_counterfactuals:  # the state before the step, for counterfactual_rewards
+            self._before_step = None
+            self._before_step = copy.deepcopy(self, {id(self.tokenizer): self.tokenizer})
+            self._step_actions = dict(actions)
         # 1. Read the replies: legal actions, penalties, messages the rules let through.
         replies = self._read_replies(live, actions)
         #: each live agent's legal action this step (None: its reply was unusable, a no-op);
@@ -271,6 +281,28 @@ class TextParallelEnv(GameHooks, ParallelEnv[str, Any, Any]):
         self.agents = [a for a in live if not (terminations[a] or truncations[a])]
         obs, infos = self._outputs(live, rewards, events, result.info)
         return obs, dict(rewards), terminations, truncations, infos
+
+    def counterfactual_rewards(self, agent: str) -> dict[str, float]:
+        """The last step's rewards had ``agent`` done nothing, replayed on a copy of the state
+        before it: ``agent``'s first valid :attr:`idle_actions` (an empty reply, invalid, where
+        none is valid), the others' replies unchanged. What ``RewardSharing(mode="difference")``
+        subtracts; :class:`~teamgym.envs.wrappers.SharedReward` sets
+        :attr:`keep_counterfactuals` for it. Text mode only."""
+        before = self._before_step
+        if before is None:
+            raise RuntimeError(
+                "counterfactual_rewards needs keep_counterfactuals set before the step "
+                "(SharedReward sets it for mode='difference')"
+            )
+        if self.obs_mode != "text":
+            raise ValueError("counterfactual rewards are defined in text mode only")
+        clone = copy.deepcopy(before, {id(before.tokenizer): before.tokenizer})
+        clone.keep_counterfactuals = False
+        valid = clone._game_valid_actions(agent)
+        idle = next((a for a in valid if a in self.idle_actions), None)
+        actions = {**self._step_actions, agent: f"<action>{idle}</action>" if idle else ""}
+        _, rewards, *_ = clone.step(actions)
+        return dict(rewards)
 
     def render(self) -> Any:
         """The global view: text for ``render_mode="ansi"``, an RGB array for ``"rgb_array"``

@@ -79,6 +79,9 @@ class TrainArgs:
     """Sampling temperature of training rollouts (evaluation is greedy)."""
     sharing_weight: float = DEFAULT_SHARING_WEIGHT
     """RewardSharing weight (mixed mode)."""
+    sharing_mode: Literal["mixed", "proportional", "difference"] = "mixed"
+    """RewardSharing mode: ``mixed``, ``proportional``, or ``difference`` (each agent's reward
+    is the team score minus the team score had it idled that step: difference rewards)."""
     adv_estimator: Estimator = "grpo"
     """GRPO groups: ``grpo`` one per (seed, agent), ``team_grpo`` one per seed (all agents);
     turn-level: ``at_grpo`` (per agent and turn), ``gigpo`` (episode plus anchor-state steps),
@@ -155,6 +158,7 @@ class TrainArgs:
             partners=tuple(self.partners),
             partner_seats=tuple(self.partner_seats),
             sharing_weight=self.sharing_weight,
+            sharing_mode=self.sharing_mode,
             temperature=self.temperature,
             max_reply_tokens=self.max_reply_tokens,
             forced_moves=self.forced_moves,
@@ -224,6 +228,7 @@ class RolloutArgs:
     partners: tuple[str, ...]
     partner_seats: tuple[str, ...]
     sharing_weight: float
+    sharing_mode: str
     temperature: float
     max_reply_tokens: int
     forced_moves: Literal["auto", "model"]

@@ -46,7 +46,7 @@ def compose_config(rollout: RolloutArgs, run: Path, update: UpdateArgs | None = 
     from teamgym.envs.sharing import RewardSharing
 
     settings = AgentLoopSettings(
-        sharing=RewardSharing(weight=rollout.sharing_weight),
+        sharing=RewardSharing(weight=rollout.sharing_weight, mode=rollout.sharing_mode),
         max_reply_tokens=rollout.max_reply_tokens,
         join_timeout=30,
         turn_timeout=300,

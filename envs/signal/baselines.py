@@ -173,22 +173,24 @@ class ConventionSpeaker(SignalExpert):
             )
             return super().act(agent, observation, info)
         reply = super().act(agent, observation, info)
-        said = _SAY.search(reply)
-        if said is None:
+        spoken = _SAY.search(reply)
+        if spoken is None:
             return reply
         budget_match = _BUDGET.search(observation)
         budget = int(budget_match.group(1)) if budget_match else 99
-        words = said.group(1)
+        phrase = spoken.group(1)
         if self.style in _NEGATING:
             target = _TARGET.search(observation)
-            others = [w for _, w in items if target is None or w != target.group(1).split()]
-            if len(items) != 2 or len(others) != 1 or target is None:
+            if target is None:
                 return reply
-            words = " ".join(self.describe(others[0], [target.group(1).split()], budget))
-        framed = CONVENTIONS[self.style].format(words)
+            others = [w for _, w in items if w != target.group(1).split()]
+            if len(items) != 2 or len(others) != 1:
+                return reply
+            phrase = " ".join(self.describe(others[0], [target.group(1).split()], budget))
+        framed = CONVENTIONS[self.style].format(phrase)
         if len(framed.split()) > budget:
             return reply
-        return reply.replace(said.group(0), f"<say>{framed}</say>")
+        return reply.replace(spoken.group(0), f"<say>{framed}</say>")
 
 
 def _unframed(message: str) -> str:

@@ -33,6 +33,8 @@ class SharedReward(BaseParallelWrapper):
                 f"mode='difference' is not supported by {type(env.unwrapped).__name__}: it has no "
                 "counterfactual_rewards(agent) method; use mode='mixed' or 'proportional'"
             )
+        if self.sharing.mode == "difference" and hasattr(env.unwrapped, "keep_counterfactuals"):
+            env.unwrapped.keep_counterfactuals = True
         self._credit: dict[str, float] = {}
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:

@@ -157,6 +157,12 @@ def run_suite(
     returns the run directory."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    if _seats_people(suite):  # people play on this process's page, their journal in the run
+        if ray_address is not None:
+            raise RunDirError("people (human agents) play on this process's page: drop --ray")
+        from teamgym.web import agent as web_agent
+
+        web_agent.RUN_JOURNAL = run_dir / "human"
     with locked(run_dir):
         _check_run_dir(run_dir, suite)
         progress = plan(suite, run_dir)
@@ -178,6 +184,14 @@ def run_suite(
         else:
             asyncio.run(play_all(progress.todo, concurrency, save_observations, done))
     return run_dir
+
+
+def _seats_people(suite: Suite) -> bool:
+    """Whether any setting seats ``human`` agents."""
+    return any(
+        s.agent.kind == "human" or (s.partner is not None and s.partner.kind == "human")
+        for s in suite.settings
+    )
 
 
 def _distinct_agents(

@@ -30,17 +30,19 @@ from pathlib import Path
 from typing import Any
 
 from teamgym.adapters.agents.kinds import AgentError, AgentSpec
-from teamgym.web.hub import EpisodeView, Hub
+from teamgym.web.hub import HISTORY, EpisodeView, Hub
 
 __all__ = ["HumanAgent", "HumanEpisode", "build", "people", "table"]
 
-#: Where unfinished episodes' replies are kept unless the spec says (``teamgym play`` passes
-#: its run directory's ``human/``).
+#: Where unfinished episodes' replies (and the people's tokens) are kept unless the spec says:
+#: the run directory's ``human/`` once the runner has set :data:`RUN_JOURNAL`, else this.
 DEFAULT_JOURNAL = Path("runs") / ".human"
+RUN_JOURNAL: Path | None = None
+"""Set by the runner to ``RUN_DIR/human`` before a run that seats people."""
 
-
-#: Seconds the page stays up after the last episode for open pages to show its result.
+#: Seconds the page stays up after the last episode for open pages to show the end.
 LINGER_S = 5.0
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def people(spec: AgentSpec) -> list[str]:
@@ -52,13 +54,14 @@ class _Table:
     """One page server and its hub, shared by the ``human`` agents of one host and port."""
 
     def __init__(self, host: str, port: int) -> None:
-        self.hub, self.host, self.port = Hub(), host, port
+        self.hub, self.host, self.port, self.asked = Hub(), host, port, (host, port)
         self.server: Any = None
         self.users = 0
         self.starting: asyncio.Lock | None = None
 
-    async def open(self, names: list[str]) -> Hub:
-        """Serve (once) and print the links of ``names`` not yet announced."""
+    async def open(self, names: list[str], tokens: Path) -> Hub:
+        """Serve (once) and print the links of ``names`` not yet announced; their tokens are
+        kept in ``tokens`` so that a restarted session's links still work."""
         if self.starting is None:
             self.starting = asyncio.Lock()
         async with self.starting:
@@ -66,33 +69,50 @@ class _Table:
                 from teamgym.web.server import WebServer
 
                 server = WebServer(self.hub, self.host, self.port)
-                await server.start()
+                try:
+                    await server.start()
+                except OSError as exc:
+                    raise AgentError(str(exc)) from None
                 self.server, self.port = server, server.port
+                if self.host not in _LOOPBACK:
+                    print(
+                        f"serving the page on {self.host}: anyone who can reach it and holds a "
+                        "link can play its seats (each link carries its person's token; plain "
+                        "HTTP, so use a network you trust)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+            kept = _read_tokens(tokens)
             for name in names:
                 if name not in self.hub.people:
-                    person = self.hub.person(name)
+                    person = self.hub.person(name, kept.get(name))
+                    kept[name] = person.token
                     print(
                         f"{name}: open {self.link(name, person.token)}", file=sys.stderr, flush=True
                     )
+            _write_tokens(tokens, kept)
         return self.hub
 
     def link(self, name: str, token: str) -> str:
         """The page's address for ``name``."""
         host = "THIS-MACHINE" if self.host in ("0.0.0.0", "::") else self.host
+        host = f"[{host}]" if ":" in host else host
         return f"http://{host}:{self.port}/play/{name}?token={token}"
 
     async def close(self) -> None:
         """Stop serving once the last agent using the table closes, after each open page has
-        shown its last result (or :data:`LINGER_S` seconds)."""
+        shown the end (or :data:`LINGER_S` seconds)."""
         self.users -= 1
         if self.users <= 0 and self.server is not None:
-            self.hub.over = True
+            self.hub.end()
             deadline = time.monotonic() + LINGER_S
-            while time.monotonic() < deadline and any(p.unseen() for p in self.hub.people.values()):
+            while time.monotonic() < deadline and any(
+                p.unseen(self.hub.over_at) for p in self.hub.people.values()
+            ):
                 await asyncio.sleep(0.1)
             await self.server.stop()
             self.server = None
-            _TABLES.pop((self.host, self.port), None)
+            _TABLES.pop(self.asked, None)
 
 
 _TABLES: dict[tuple[str, int], _Table] = {}
@@ -103,17 +123,56 @@ def table(host: str, port: int) -> _Table:
     return _TABLES.setdefault((host, port), _Table(host, port))
 
 
+def _read_tokens(path: Path) -> dict[str, str]:
+    try:
+        kept = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return {str(k): str(v) for k, v in kept.items()} if isinstance(kept, dict) else {}
+
+
+def _write_tokens(path: Path, tokens: dict[str, str]) -> None:
+    """Keep the tokens, readable by their owner only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(tokens, handle, sort_keys=True)
+    os.replace(tmp, path)
+
+
 class HumanAgent:
     """The run-wide ``human`` agent: its people, their page, their journal or a replay."""
 
     def __init__(self, spec: AgentSpec, env_id: str) -> None:
         self.spec, self.env_id = spec, env_id
         self.people = people(spec)
-        self.journal = Path(spec.option("journal") or DEFAULT_JOURNAL)
+        self.seats = [str(s) for s in spec.option("seats") or []]
         replay = spec.option("replay")
         self.replay = None if replay is None else _recorded(Path(replay))
+        if self.replay is None:
+            try:
+                import fastapi  # noqa: F401
+                import uvicorn  # noqa: F401
+            except ImportError:
+                raise ValueError(
+                    "human agents play on a web page, which needs FastAPI and uvicorn: "
+                    "pip install 'teamgym[web]'"
+                ) from None
         self.table: _Table | None = None
         self.gate: asyncio.Lock | None = None
+
+    @property
+    def journal(self) -> Path:
+        """Where the replies of unfinished episodes and the people's tokens are kept."""
+        chosen = self.spec.option("journal")
+        return Path(chosen) if chosen else (RUN_JOURNAL or DEFAULT_JOURNAL)
+
+    def person_of(self, seat: str, seen: int) -> str:
+        """Who plays ``seat``: the ``seats`` option's order when given, else the order seats
+        are first asked (``seen`` seats so far)."""
+        index = self.seats.index(seat) if seat in self.seats else seen
+        return self.people[index % len(self.people)]
 
     def episode(self, env: Any, seed: int) -> HumanEpisode:
         return HumanEpisode(self, env, seed)
@@ -123,7 +182,7 @@ class HumanAgent:
         if self.table is None:
             self.table = table(self.spec.option("host"), int(self.spec.option("port")))
             self.table.users += 1
-        return await self.table.open(self.people)
+        return await self.table.open(self.people, self.journal / "tokens.json")
 
     def close(self) -> None:
         """Nothing held outside the loop."""
@@ -166,13 +225,14 @@ class HumanEpisode:
         """Show the result; forget the journal of an episode that finished."""
         if self.view is not None:
             self.view.status = "errored" if error else "finished"
-            self.view.result = (
-                {"error": error}
-                if error
-                else {k: metrics[k] for k in ("success", "score", "team_return", "episode_length")}
-                if metrics
-                else None
-            )
+            if error:  # the reason (a server's URL, say) stays in the terminal and the run
+                self.view.result = {
+                    "error": "a teammate or the server failed; the terminal and the run's "
+                    "results.jsonl say why"
+                }
+            elif metrics:
+                keys = ("success", "score", "team_return", "episode_length")
+                self.view.result = {k: metrics[k] for k in keys}
         if not error and self.owner.replay is None:
             self._journal_path().unlink(missing_ok=True)
         if self.owner.table is not None:
@@ -188,11 +248,13 @@ class HumanEpisode:
         self.calls[agent] = step + 1
         if self.owner.replay is not None:
             return self._replayed(agent, step)
-        names = self.owner.people
-        person = self.seat_person.setdefault(agent, names[len(self.seat_person) % len(names)])
+        if agent not in self.seat_person:
+            self.seat_person[agent] = self.owner.person_of(agent, len(self.seat_person))
+        person = self.seat_person[agent]
         valid = [str(a) for a in info.get("valid_actions") or []]
         hub = await self.owner.hub()
         view = self._view(hub)
+        view.seats[agent] = person
         if "instructions" in info:
             view.instructions[agent] = str(info["instructions"])
         picture = getattr(getattr(self.env, "unwrapped", self.env), "picture", None)
@@ -216,6 +278,7 @@ class HumanEpisode:
             await self._hold()
             reply = await hub.ask(person, self.key, agent, step, observation, valid)
             self._keep({"seat": agent, "step": step, "obs": sha, "reply": reply})
+        del view.history[: -4 * HISTORY]  # pages show each seat's last HISTORY moves
         view.history.append(
             {"seat": agent, "step": step, "observation": observation, "reply": reply, "how": how}
         )

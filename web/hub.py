@@ -77,19 +77,28 @@ class EpisodeView:
     history: list[dict[str, Any]] = field(default_factory=list)
     result: dict[str, Any] | None = None
 
-    def public(self, turns: list[Turn]) -> dict[str, Any]:
-        """The episode's JSON for the page."""
+    seats: dict[str, str] = field(default_factory=dict)
+    """Seat -> the person who plays it."""
+
+    def public(self, turns: list[Turn], person: str) -> dict[str, Any]:
+        """The episode's JSON for ``person``'s page: their seats only (another person's seat
+        may see what theirs must not, e.g. their own Hanabi cards)."""
+        mine = {seat for seat, who in self.seats.items() if who == person}
         return {
             "key": self.key,
             "env_id": self.env_id,
             "seed": self.seed,
             "partner": self.partner,
             "status": self.status,
-            "instructions": self.instructions,
-            "last": self.last,
-            "history": self.history[-HISTORY:],
+            "instructions": {s: t for s, t in self.instructions.items() if s in mine},
+            "last": {s: v for s, v in self.last.items() if s in mine},
+            "history": [
+                {k: v for k, v in h.items() if k != "observation"}
+                for h in self.history
+                if h["seat"] in mine
+            ][-HISTORY:],
             "result": self.result,
-            "turns": [t.public() for t in turns if t.episode == self.key],
+            "turns": [t.public() for t in turns if t.episode == self.key and t.seat in mine],
         }
 
 
@@ -106,9 +115,10 @@ class Person:
     polled: float = 0.0
     """When their page last read the state."""
 
-    def unseen(self) -> bool:
-        """Whether an episode ended since their page last looked (its result not yet shown)."""
-        return self.ended > self.polled
+    def unseen(self, over_at: float) -> bool:
+        """Whether their page has not looked since an episode of theirs ended, or since the
+        session ended at ``over_at`` (so it has not shown that yet)."""
+        return self.polled < max(self.ended, over_at)
 
 
 class Hub:
@@ -117,24 +127,29 @@ class Hub:
     def __init__(self) -> None:
         self.people: dict[str, Person] = {}
         self.over = False
-        """Every episode of the session is played (the page says so and stops polling)."""
+        """The session has ended (the page says so and stops polling)."""
+        self.over_at = 0.0
         self._next_turn = 0
 
-    def person(self, name: str) -> Person:
-        """The person ``name``, added with a fresh token on first use."""
+    def person(self, name: str, token: str | None = None) -> Person:
+        """The person ``name``, added on first use with ``token`` (a fresh one if None)."""
         if name not in self.people:
-            self.people[name] = Person(name, secrets.token_urlsafe(16))
+            self.people[name] = Person(name, token or secrets.token_urlsafe(16))
         return self.people[name]
 
+    def end(self) -> None:
+        """Mark the session over (pages say so on their next poll)."""
+        self.over, self.over_at = True, time.monotonic()
+
     def check(self, name: str, token: str | None) -> Person:
-        """The person ``name`` if ``token`` is theirs; else :class:`Refused` (401, 404)."""
-        person = self.people.get(name)
-        if person is None:
-            raise Refused(404, f"nobody called {name!r} plays here; open the link you were given")
+        """The person ``name`` if ``token`` is theirs; else :class:`Refused` (401)."""
         if not token:
             raise Refused(401, "this request carries no token; open the link you were given")
-        if not hmac.compare_digest(token, person.token):
-            raise Refused(401, "wrong token for this player; open the link you were given")
+        person = self.people.get(name)
+        expected = person.token if person is not None else secrets.token_urlsafe(16)
+        if not hmac.compare_digest(token, expected) or person is None:
+            # one answer for an unknown name and a wrong token: names are not revealed
+            raise Refused(401, "unknown player or wrong token; open the link you were given")
         return person
 
     def state(self, name: str, token: str | None) -> dict[str, Any]:
@@ -145,7 +160,7 @@ class Hub:
         return {
             "name": person.name,
             "over": self.over,
-            "episodes": [e.public(turns) for e in person.episodes.values()],
+            "episodes": [e.public(turns, person.name) for e in person.episodes.values()],
         }
 
     def open_episode(self, name: str, view: EpisodeView) -> EpisodeView:

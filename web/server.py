@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from collections.abc import Iterator
 from importlib import resources
 from typing import Any
@@ -39,7 +40,7 @@ def make_app(hub: Hub) -> Any:
     page = resources.files("teamgym.web").joinpath("page.html").read_text()
 
     def refused(exc: Refused) -> JSONResponse:
-        return JSONResponse({"error": str(exc)}, status_code=exc.status)
+        return JSONResponse({"error": str(exc)}, status_code=exc.status, headers=_NO_STORE)
 
     @app.get("/healthz", response_class=PlainTextResponse)
     async def healthz() -> str:
@@ -68,7 +69,14 @@ def make_app(hub: Hub) -> Any:
     return app
 
 
-_NO_STORE = {"Cache-Control": "no-store"}
+_NO_STORE = {
+    "Cache-Control": "no-store",
+    # the links carry tokens: never sent on as a referrer; the page is never framed
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "default-src 'self'; script-src 'unsafe-inline'; "
+    "style-src 'unsafe-inline'; frame-ancestors 'none'",
+}
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
@@ -85,11 +93,29 @@ async def _json_body(request: Request) -> dict[str, Any]:
             raise Refused(413, f"the request body is over {MAX_BODY_BYTES} bytes")
     try:
         body = json.loads(raw or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise Refused(400, "the request body is not JSON") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        raise Refused(400, "the request body is not JSON (or nested too deep)") from None
     if not isinstance(body, dict):
         raise Refused(400, "the request body must be a JSON object")
     return body
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port``; ``OSError`` naming the way out when it is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(
+            f"cannot serve the page on {host}:{port} ({exc.strerror or exc}); pass another "
+            "--port, or --port 0 for any free one"
+        ) from None
+    sock.listen(64)
+    sock.setblocking(False)
+    return sock
 
 
 class WebServer:
@@ -102,20 +128,16 @@ class WebServer:
         self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        """Serve, and return once the socket listens; ``OSError`` when the port is taken."""
-        self.task = asyncio.create_task(self.server.serve())
+        """Bind the socket here (a taken port is an ``OSError`` that says what to do, not
+        uvicorn's exit), then serve on it as a task of the running loop."""
+        self.socket = bind(self.host, self.port)
+        self.port = self.socket.getsockname()[1]  # the real one when port 0 was asked
+        self.task = asyncio.create_task(self.server.serve(sockets=[self.socket]))
         while not self.server.started:
             if self.task.done():
-                with contextlib.suppress(SystemExit):  # uvicorn exits when it cannot bind
-                    self.task.result()
-                raise OSError(
-                    f"cannot serve the page on {self.host}:{self.port} (is the port taken? "
-                    "pass another --port, or --port 0 for any free one)"
-                )
+                self.task.result()
+                raise OSError(f"the page's server stopped as it started on {self.host}")
             await asyncio.sleep(0.02)
-        sockets = [s for srv in self.server.servers for s in srv.sockets]
-        if sockets:
-            self.port = sockets[0].getsockname()[1]  # the real one when port 0 was asked
 
     async def stop(self) -> None:
         """Stop serving (open connections get uvicorn's graceful close)."""

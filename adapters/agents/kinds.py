@@ -338,6 +338,7 @@ register_agent_kind(
 _HUMAN_DEFAULTS: dict[str, Any] = {
     "host": "127.0.0.1",
     "port": 8765,
+    "seats": None,  # the order seats go to the people (default: the order they are asked)
     "journal": None,
     "replay": None,
 }
@@ -348,7 +349,8 @@ def _resolve_human(options: dict[str, Any]) -> None:
     names = str(options["name"]).split("+")
     if not all(_NAME.fullmatch(n) for n in names):
         raise ValueError(
-            f"human names are letters, digits, '_', '.' or '-' (at most 32), joined by '+': "
+            f"human names are letters, digits, '_', '.' or '-' (at most 32, the first a letter "
+            f"or digit), joined by '+': "
             f"got {options['name']!r}"
         )
     port = options.get("port", 8765)
@@ -359,7 +361,7 @@ def _resolve_human(options: dict[str, Any]) -> None:
             options[key] = str(Path(options[key]).expanduser().resolve())
 
 
-_NAME = re.compile(r"[A-Za-z0-9_.-]{1,32}")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
 
 register_agent_kind(
     AgentKind(

@@ -102,10 +102,22 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from teamgym.envs import EpisodeTracker, make, spec
     from teamgym.envs.lineup import Lineup
 
+    web_only = {
+        "--name": bool(args.name),
+        "--episodes": args.episodes != 1,
+        "--out": args.out is not None,
+        "--host": args.host != "127.0.0.1",
+        "--port": args.port != 8765,
+    }
     if args.web or args.replay:
+        if args.ask_on_wait:
+            raise CommandError("--ask-on-wait is the terminal's; the page plays a lone 'wait'")
         from teamgym.benchmarks.commands.play_web import run_web
 
         return run_web(args, console)
+    if any(web_only.values()):
+        given = ", ".join(flag for flag, set_ in web_only.items() if set_)
+        raise CommandError(f"{given} need --web (the terminal plays one episode, recording none)")
     if len(args.teammates) > 1:
         raise CommandError("the terminal takes one --teammates baseline; --web takes several")
 

@@ -10,9 +10,11 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 pytest.importorskip("fastapi")
@@ -87,7 +89,7 @@ def test_a_listener_plays_signal_with_the_expert_into_a_run_that_replays(tmp_pat
 
     again = _cli("play", "signal-v1", *args, "--replay", str(out), "--out", str(tmp_path / "re"))
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "replay: 2 of 2 episodes reproduce their trajectory hash" in again.stdout
+    assert "replay: 2 of 2 recorded episodes reproduce their trajectory hash" in again.stdout
 
     # a replay that is fed another reply does not reproduce, and says so
     trajectories = _trajectories(out)
@@ -102,14 +104,14 @@ def test_a_listener_plays_signal_with_the_expert_into_a_run_that_replays(tmp_pat
     (out / "trajectories.jsonl").write_text("".join(json.dumps(t) + "\n" for t in trajectories))
     changed = _cli("play", "signal-v1", *args, "--replay", str(out), "--out", str(tmp_path / "x"))
     assert changed.returncode == 1, changed.stdout + changed.stderr
-    assert "replay: 1 of 2 episodes reproduce" in changed.stdout
+    assert "replay: 1 of 2 recorded episodes reproduce" in changed.stdout
 
 
 BAD = [
     # (what is wrong, how the request is changed, status, words of the error)
     ("no token", {"token": None}, 401, "no token"),
-    ("wrong token", {"token": "nope"}, 401, "wrong token"),
-    ("another person", {"name": "mallory"}, 404, "nobody called"),
+    ("wrong token", {"token": "nope"}, 401, "unknown player or wrong token"),
+    ("another person", {"name": "mallory"}, 401, "unknown player or wrong token"),
     ("wrong seat", {"seat": "robot_0"}, 403, "robot_1's"),
     ("stale step", {"step": 0}, 409, "stale step"),
     ("no such turn", {"turn": 999}, 409, "no longer open"),
@@ -121,6 +123,7 @@ BAD = [
     ("text and action", {"text": "<action>pick 1</action>"}, 422, "either"),
     ("not JSON", {"raw": b"{not json"}, 400, "not JSON"),
     ("not an object", {"raw": b"[1, 2]"}, 400, "JSON object"),
+    ("nested too deep", {"raw": b"[" * 5000 + b"]" * 5000}, 400, "nested too deep"),
 ]
 
 
@@ -152,6 +155,9 @@ def test_bad_requests_get_a_clear_error_and_leave_the_turn_open(tmp_path, web_pl
         assert words in response.json()["error"], (what, response.json())
         assert play.state() == before, what  # nothing moved
     assert play.http.get("/api/player/state").status_code == 401
+    page = play.http.get("/play/player")
+    assert page.headers["referrer-policy"] == "no-referrer"  # the link's token stays here
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
     assert play.reply(turn, action="pick 1").status_code == 200
     assert play.reply(turn, action="pick 1").status_code == 409  # the same turn twice
     play.play_out()
@@ -171,10 +177,12 @@ def test_a_stopped_server_loses_nothing_and_the_same_command_resumes(tmp_path, w
     assert code == 130, printed
     assert "run the same command to resume" in " ".join(printed.split())
     assert [r for r in _results(out) if r["status"] == "ok"] == []  # unfinished: not a result
-    journal = list((out / "human").glob("*.jsonl"))
+    journal = [p for p in (out / "human").glob("*.jsonl")]
     assert len(journal) == 1 and '"reply": "<action>pick 3</action>"' in journal[0].read_text()
 
     resumed = web_play(args)
+    assert resumed.tokens == play.tokens  # the same link (on a fixed --port) still works
+    assert (out / "human" / "tokens.json").stat().st_mode & 0o777 == 0o600
     turn = resumed.open_turn()
     assert (turn["step"], turn["observation"]) == (second["step"], second["observation"])
     history = resumed.state()["episodes"][0]["history"]
@@ -308,3 +316,91 @@ def test_the_page_needs_the_web_extra_and_says_how(tmp_path, run_python) -> None
     result = run_python(code)
     assert "EXIT 2" in result.stdout
     assert "pip install 'teamgym[web]'" in result.stdout + result.stderr
+
+
+def test_two_people_each_see_only_their_own_seat(tmp_path, web_play) -> None:
+    args = _play("hanabi-v0", tmp_path / "run", "--name", "alice", "--name", "bob")
+    play = web_play(
+        [*args, "--agent", "robot_1,robot_0", "--env-arg", "max_steps=4"], names=("alice", "bob")
+    )
+    for name, seat, other in (("alice", "robot_1", "robot_0"), ("bob", "robot_0", "robot_1")):
+        deadline = time.monotonic() + 60
+        while not (episodes := play.state(name)["episodes"]) or seat not in episodes[0]["last"]:
+            assert time.monotonic() < deadline, play.state(name)
+            time.sleep(0.05)
+        (episode,) = episodes
+        assert set(episode["last"]) == {seat} and set(episode["instructions"]) <= {seat}
+        assert other not in json.dumps(episode["turns"]) or all(
+            t["seat"] == seat for t in episode["turns"]
+        )
+        picture = episode["last"][seat]["picture"]
+        assert f"{seat}: ?? ??" in picture  # their own cards hidden, the other's shown
+    deadline = time.monotonic() + 120
+    while play.proc.poll() is None and time.monotonic() < deadline:
+        for name in ("alice", "bob"):
+            try:
+                episodes = play.state(name)["episodes"]
+            except httpx.TransportError:  # the session ended
+                break
+            for turn in (t for e in episodes for t in e["turns"]):
+                play.reply(turn, name, action=turn["valid_actions"][0])
+        time.sleep(0.05)
+    code, printed = play.finish()
+    assert code == 0, printed
+    (line,) = _results(tmp_path / "run")
+    assert line["agent"].startswith("human:alice+bob")
+
+
+def test_mistakes_on_the_command_line_are_usage_errors(tmp_path) -> None:
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = str(taken.getsockname()[1])
+    cases = [
+        (
+            ["play", "signal-v1", "--web", "--port", port, "--out", str(tmp_path / "a")],
+            "pass another --port",
+        ),
+        (
+            [
+                "play",
+                "signal-v1",
+                "--web",
+                "--name",
+                "a",
+                "--name",
+                "b",
+                "--out",
+                str(tmp_path / "b"),
+            ],
+            "2 people for 1 seat(s)",
+        ),
+        (
+            [
+                "play",
+                "signal-v1",
+                "--web",
+                "--teammates",
+                "transformers:/nowhere",
+                "--out",
+                str(tmp_path / "c"),
+            ],
+            "/nowhere",
+        ),
+        (["play", "signal-v1", "--episodes", "3"], "--episodes need --web"),
+        (["play", "signal-v1", "--web", "--ask-on-wait"], "--ask-on-wait is the terminal's"),
+        (
+            ["play", "signal-v1", "--replay", str(tmp_path), "--out", str(tmp_path)],
+            "another --out than the run it replays",
+        ),
+    ]
+    try:
+        for args, words in cases:
+            done = _cli(*args)
+            assert done.returncode == 2, (args, done.stdout, done.stderr)
+            assert words in " ".join((done.stdout + done.stderr).split()), (args, done.stderr)
+            assert "Traceback" not in done.stderr
+    finally:
+        taken.close()

@@ -173,7 +173,7 @@ def test_a_person_plays_signal_with_an_llm_teammate_in_the_browser(
         assert SECRET not in browser.page_source and SECRET not in json.dumps(play.state())
         result = _text(_wait(browser, ".result")[0])
         _wait(browser, "body[data-over='1']")  # the page says the session is over
-        assert "The session is over" in _text(browser.find_element(By.ID, "waiting"))
+        assert "The session has ended" in _text(browser.find_element(By.ID, "waiting"))
         browser.save_screenshot(str(tmp_path / "signal.png"))
         code, printed = play.finish()
     finally:

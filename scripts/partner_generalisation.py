@@ -19,6 +19,8 @@ and ``OUT/partners.png``; a killed run resumes where it stopped.
     .venv/bin/python scripts/partner_generalisation.py runs/partners --seeds 0 1 2
     .venv/bin/python scripts/partner_generalisation.py runs/partners-negation \
         --experiment negation --seeds 0 1 2
+    .venv/bin/python scripts/partner_generalisation.py runs/partners-negation-150 \
+        --experiment negation --only pool --steps 150 --seeds 0 1 2
 """
 
 from __future__ import annotations
@@ -54,10 +56,13 @@ def main() -> None:
     p.add_argument("out")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--experiment", choices=list(EXPERIMENTS), default="framing")
+    p.add_argument("--only", help="one condition of the experiment (default: each)")
     p.add_argument("--steps", type=int, default=SETTINGS.steps)
     args = p.parse_args()
     root = Path(args.out)
     conditions = EXPERIMENTS[args.experiment]
+    if args.only:
+        conditions = {args.only: conditions[args.only]}
     runs = []
     for seed in args.seeds:
         seed_dir = root / f"seed{seed}"
@@ -83,7 +88,10 @@ def main() -> None:
                 resume=(run_dir / "metrics.jsonl").exists(),
             )
             history = train(run, progress=True)
-            evals = [h for h in history if "eval_success" in h]
+            start = json.loads((run_dir / "start.json").read_text())["eval"]
+            first = {"step": 0, "eval_success": start["success"]}
+            first |= {f"eval_{k}": v for k, v in start.items() if k.startswith("crossplay_")}
+            evals = [first, *(h for h in history if "eval_success" in h)]
             runs.append(
                 {
                     "seed": seed,

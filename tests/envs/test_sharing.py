@@ -136,8 +136,18 @@ def test_shared_reward_on_pettingzoo_mpe() -> None:
 
 
 def test_difference_mode_is_refused_for_envs_without_counterfactuals() -> None:
-    with pytest.raises(ValueError, match="not supported by SignalEnv"):
-        SharedReward(make("signal-v0"), RewardSharing(mode="difference"))
+    class Foreign(ParallelEnv):
+        """A ParallelEnv with no ``counterfactual_rewards``."""
+
+        metadata: ClassVar[dict] = {"name": "foreign"}
+        possible_agents: ClassVar[list[str]] = ["robot_0"]
+
+    with pytest.raises(ValueError, match="not supported by Foreign"):
+        SharedReward(Foreign(), RewardSharing(mode="difference"))
+    # every teamgym env computes them (tests/envs/test_difference_rewards.py)
+    assert SharedReward(
+        make("signal-v0"), RewardSharing(mode="difference")
+    ).unwrapped.keep_counterfactuals
 
 
 class _ContributionGame(ParallelEnv):

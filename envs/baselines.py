@@ -114,9 +114,13 @@ def make_baseline(env_id: str, name: str, seed: int | None = None, **options: An
             return factory(name.removeprefix(prefix), seed, **options)
     known = dict(spec(env_id).baselines)
     if name not in known:
-        prefixes = (
-            ", ".join(f"{p}..." for p in _PREFIXED)
-            or "checkpoint:PATH after `import teamgym.adapters`"
+        prefixes = ", ".join(
+            [f"{p}..." for p in _PREFIXED]
+            + (
+                []
+                if "checkpoint:" in _PREFIXED
+                else ["checkpoint:PATH after `import teamgym.adapters`"]
+            )
         )
         raise KeyError(
             f"{env_id} has no baseline {name!r}; available: {', '.join(['random', *known])}, "
@@ -128,9 +132,11 @@ def make_baseline(env_id: str, name: str, seed: int | None = None, **options: An
 def _convention_speaker(style: str, seed: int | None = None, **_: Any) -> Policy:
     """``convention:STYLE``: signal's expert speaking with a convention (see
     :class:`teamgym.envs.signal.baselines.ConventionSpeaker`)."""
-    from teamgym.envs.signal.baselines import ConventionSpeaker
-
-    return ConventionSpeaker(style, seed)
+    # by name: envs.signal imports this module, so a static import here would be a cycle
+    speaker: Policy = load_entry_point("teamgym.envs.signal.baselines:ConventionSpeaker")(
+        style, seed
+    )
+    return speaker
 
 
 register_policy_prefix("convention:", _convention_speaker)

@@ -34,7 +34,7 @@ def test_every_source_package_is_declared() -> None:
         tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
     )
     found = {"teamgym"}
-    for top in ("envs", "adapters", "benchmarks"):
+    for top in ("envs", "adapters", "benchmarks", "web"):
         for init in (REPO / top).rglob("__init__.py"):
             found.add("teamgym." + ".".join(init.parent.relative_to(REPO).parts))
     assert found == declared

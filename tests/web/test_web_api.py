@@ -86,6 +86,28 @@ def test_a_listener_plays_signal_with_the_expert_into_a_run_that_replays(tmp_pat
     report = _cli("bench", "report", str(out))
     assert report.returncode == 0, report.stderr
     assert "human:player" in report.stdout
+    # the person against the expert listener on the same episodes
+    suite = {
+        "name": "x",
+        "seed": 0,
+        "episodes": 2,
+        "envs": [
+            {
+                "id": "signal-v1",
+                "agents": ["expert"],
+                "partner": "expert",
+                "partner_seats": ["robot_0"],
+            }
+        ],
+    }
+    (tmp_path / "expert.yaml").write_text(json.dumps(suite))
+    ran = _cli(
+        "bench", "run", str(tmp_path / "expert.yaml"), "--out", str(tmp_path / "ex"), "--quiet"
+    )
+    assert ran.returncode == 0, ran.stderr
+    paired = _cli("bench", "compare", "--paired", str(out), str(tmp_path / "ex"))
+    assert paired.returncode == 0, paired.stdout + paired.stderr
+    assert "human:player" in paired.stdout and "2" in paired.stdout
 
     again = _cli("play", "signal-v1", *args, "--replay", str(out), "--out", str(tmp_path / "re"))
     assert again.returncode == 0, again.stdout + again.stderr

@@ -24,12 +24,12 @@ from teamgym.adapters.agents.kinds import (
 )
 
 SAMPLING = [f.name for f in fields(SamplingOptions)]
-MINIMAL = {"baseline": "random", "openai": "m", "transformers": "some/dir"}
+MINIMAL = {"baseline": "random", "openai": "m", "transformers": "some/dir", "human": "alice"}
 """A value of each shipped kind's required option."""
 
 
 def test_the_shipped_kinds_are_registered_in_order() -> None:
-    assert agent_kinds() == ("baseline", "openai", "transformers")
+    assert agent_kinds() == ("baseline", "openai", "transformers", "human")
     for name in agent_kinds():
         kind = get_agent_kind(name)
         assert kind.name == name
@@ -44,7 +44,7 @@ def test_llm_kinds_take_the_sampling_options_with_one_set_of_defaults(name: str)
     assert not set(SAMPLING) & get_agent_kind(name).reach, "sampling changes the fingerprint"
 
 
-@pytest.mark.parametrize("name", ["baseline", "openai", "transformers"])
+@pytest.mark.parametrize("name", ["baseline", "openai", "transformers", "human"])
 def test_every_declared_option_parses_and_the_default_label_is_the_string_form(
     name: str,
 ) -> None:
@@ -72,7 +72,7 @@ def test_an_unknown_option_names_the_kinds_options(name: str) -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ({"kind": "gpt"}, "unknown agent kind 'gpt'; allowed: baseline, openai, transformers"),
+        ({"kind": "gpt"}, "unknown agent kind 'gpt'; allowed: baseline, openai, transformers, human"),
         ({"kind": "openai"}, "agent kind 'openai' needs 'model'"),
         ({"kind": "transformers", "device": "cpu"}, "agent kind 'transformers' needs 'path'"),
         ({"label": "x"}, "agent kind 'baseline' needs 'name'"),

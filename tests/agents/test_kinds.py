@@ -72,7 +72,10 @@ def test_an_unknown_option_names_the_kinds_options(name: str) -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ({"kind": "gpt"}, "unknown agent kind 'gpt'; allowed: baseline, openai, transformers, human"),
+        (
+            {"kind": "gpt"},
+            "unknown agent kind 'gpt'; allowed: baseline, openai, transformers, human",
+        ),
         ({"kind": "openai"}, "agent kind 'openai' needs 'model'"),
         ({"kind": "transformers", "device": "cpu"}, "agent kind 'transformers' needs 'path'"),
         ({"label": "x"}, "agent kind 'baseline' needs 'name'"),

@@ -51,7 +51,30 @@ def add_partner_seat_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _discount(text: str) -> float:
+    """``type=`` of ``--gamma``: a discount in (0, 1], else a usage error."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1], got {value}")
+    return value
+
+
+def _add_gamma(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--gamma",
+        type=_discount,
+        default=1.0,
+        metavar="G",
+        help="discount of the turn-level estimators' returns to go, in (0, 1] (VERL's "
+        "algorithm.gamma) (default: 1.0)",
+    )
+
+
 CUSTOM = {
+    "gamma": Custom(_add_gamma, lambda args: args.gamma),
     "env_kwargs": Custom(add_env_arg, env_kwargs),
     "teammates": Custom(add_teammate_arg, teammates),
     "warmup_teachers": Custom(add_warmup_teacher_arg, warmup_teachers),

@@ -110,3 +110,13 @@ def test_an_unknown_estimator_is_refused_with_the_choices(tmp_path: Path) -> Non
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode != 0 and "at_grpo" in done.stderr
+
+
+@pytest.mark.parametrize("gamma", ["0", "1.5", "-0.1", "nan", "x"])
+def test_a_discount_outside_0_1_is_a_usage_error(tmp_path: Path, gamma: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "teamgym", "train", "--model", str(tmp_path), "--out",
+         str(tmp_path / "r"), "--gamma", gamma],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and "--gamma" in done.stderr and "(0, 1]" in done.stderr

@@ -10,7 +10,6 @@ the game act (``_game_step``), deliver the messages, build observations and info
 
 from __future__ import annotations
 
-import copy
 import functools
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
@@ -21,6 +20,7 @@ from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
 
 from teamgym.envs import events as ev
+from teamgym.envs.counterfactual import Snapshot, idle_rewards, snapshot
 from teamgym.envs.game import GameHooks, GameStep
 from teamgym.envs.messages import (
     CHARS_PER_TOKEN,
@@ -96,8 +96,7 @@ class TextParallelEnv(GameHooks, ParallelEnv[str, Any, Any]):
     #: Keep a copy of the state before each step, for :meth:`counterfactual_rewards` (off by
     #: default: a deep copy a step; ``SharedReward`` turns it on for ``mode="difference"``).
     keep_counterfactuals: bool = False
-    _before_step: TextParallelEnv | None = None
-    _step_actions: dict[str, Any] = {}  # noqa: RUF012 (replaced, never mutated)
+    _before_step: Snapshot | None = None
 
     def __init__(
         self,
@@ -251,9 +250,7 @@ class TextParallelEnv(GameHooks, ParallelEnv[str, Any, Any]):
             raise RuntimeError("step() called on a finished episode; call reset() first")
         live = self.agents
         if self.keep_counterfactuals:  # the state before the step, for counterfactual_rewards
-            self._before_step = None
-            self._before_step = copy.deepcopy(self, {id(self.tokenizer): self.tokenizer})
-            self._step_actions = dict(actions)
+            self._before_step = snapshot(self, actions)
         # 1. Read the replies: legal actions, penalties, messages the rules let through.
         replies = self._read_replies(live, actions)
         #: each live agent's legal action this step (None: its reply was unusable, a no-op);
@@ -288,21 +285,7 @@ class TextParallelEnv(GameHooks, ParallelEnv[str, Any, Any]):
         none is valid), the others' replies unchanged. What ``RewardSharing(mode="difference")``
         subtracts; :class:`~teamgym.envs.wrappers.SharedReward` sets
         :attr:`keep_counterfactuals` for it. Text mode only."""
-        before = self._before_step
-        if before is None:
-            raise RuntimeError(
-                "counterfactual_rewards needs keep_counterfactuals set before the step "
-                "(SharedReward sets it for mode='difference')"
-            )
-        if self.obs_mode != "text":
-            raise ValueError("counterfactual rewards are defined in text mode only")
-        clone = copy.deepcopy(before, {id(before.tokenizer): before.tokenizer})
-        clone.keep_counterfactuals = False
-        valid = clone._game_valid_actions(agent)
-        idle = next((a for a in valid if a in self.idle_actions), None)
-        actions = {**self._step_actions, agent: f"<action>{idle}</action>" if idle else ""}
-        _, rewards, *_ = clone.step(actions)
-        return dict(rewards)
+        return idle_rewards(self, agent)
 
     def render(self) -> Any:
         """The global view: text for ``render_mode="ansi"``, an RGB array for ``"rgb_array"``

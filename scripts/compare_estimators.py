@@ -18,16 +18,14 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from teamgym.adapters.cpu.run_state import RunDir
 from teamgym.adapters.cpu.trainer import train
-from teamgym.adapters.cpu.warmup import warm_up
 from teamgym.benchmarks.learn.base import (
     BENCHMARK,
     LEARNER,
     LISTENER,
     LISTENER_MODEL,
-    build_stage_model,
     machine,
+    warm_start,
 )
 
 #: stage -> (settings, model): what each estimator trains with
@@ -74,16 +72,7 @@ def main() -> None:
     for seed in args.seeds:
         # 1. the seed's model, warmed up once (reused on resume under the same settings)
         seed_dir = root / f"seed{seed}"
-        model_dir, _ = build_stage_model(seed_dir, model, seed)
-        base = replace(
-            settings,
-            model=str(model_dir),
-            out=str(seed_dir / "warmup"),
-            seed=seed,
-            steps=args.steps,
-        )
-        RunDir(base.out).start(base)
-        start_model = warm_up(base.warmup, base.evaluation, seed_dir / "warmup")
+        base, start_model = warm_start(seed_dir, settings, model, seed, args.steps)
         # 2. each estimator from the warmed-up model
         for estimator in args.estimators:
             run_dir = seed_dir / estimator

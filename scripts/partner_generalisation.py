@@ -30,10 +30,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from teamgym.adapters.cpu.run_state import RunDir
 from teamgym.adapters.cpu.trainer import train
-from teamgym.adapters.cpu.warmup import warm_up
-from teamgym.benchmarks.learn.base import LISTENER, LISTENER_MODEL, build_stage_model, machine
+from teamgym.benchmarks.learn.base import LISTENER, LISTENER_MODEL, machine, warm_start
 
 #: experiment -> condition -> (training partners, held-out partners)
 EXPERIMENTS = {
@@ -66,16 +64,7 @@ def main() -> None:
     runs = []
     for seed in args.seeds:
         seed_dir = root / f"seed{seed}"
-        model_dir, _ = build_stage_model(seed_dir, LISTENER_MODEL, seed)
-        base = replace(
-            SETTINGS,
-            model=str(model_dir),
-            out=str(seed_dir / "warmup"),
-            seed=seed,
-            steps=args.steps,
-        )
-        RunDir(base.out).start(base)
-        start_model = warm_up(base.warmup, base.evaluation, seed_dir / "warmup")
+        base, start_model = warm_start(seed_dir, SETTINGS, LISTENER_MODEL, seed, args.steps)
         for condition, (partners, held_out) in conditions.items():
             run_dir = seed_dir / condition
             run = replace(

@@ -17,15 +17,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from teamgym.adapters.cpu.args import (
+from teamgym.adapters.cpu.args import GuardArgs, TrainArgs
+from teamgym.adapters.cpu.grpo import Learner
+from teamgym.adapters.cpu.resume import (
     FREE_ON_RESUME,
-    GuardArgs,
     RunSettingsError,
-    TrainArgs,
     changed_settings,
     describe_changes,
 )
-from teamgym.adapters.cpu.grpo import Learner
 
 __all__ = ["RunDir", "RunState", "guard"]
 
@@ -58,7 +57,7 @@ class RunDir:
     def start(self, args: TrainArgs) -> None:
         """Create the directory and write ``args.json``; refuse to overwrite another run, or to
         continue one (its checkpoints, its warm-up model) under other settings (only those in
-        :data:`~teamgym.adapters.cpu.args.FREE_ON_RESUME` may change)."""
+        :data:`~teamgym.adapters.cpu.resume.FREE_ON_RESUME` may change)."""
         (self.path / "checkpoints").mkdir(parents=True, exist_ok=True)
         if not args.resume and self.metrics.exists():
             raise FileExistsError(

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from teamgym.adapters.cpu.args import RunSettingsError, TrainArgs
+from teamgym.adapters.cpu.args import TrainArgs
+from teamgym.adapters.cpu.resume import RunSettingsError
 from teamgym.benchmarks.commands.common import (
     CommandError,
     add_env_arg,

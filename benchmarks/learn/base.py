@@ -11,12 +11,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from teamgym.adapters.cpu.args import (
-    RunSettingsError,
-    TrainArgs,
-    describe_changes,
-    settings_diff,
-)
+from teamgym.adapters.cpu.args import TrainArgs
+from teamgym.adapters.cpu.resume import RunSettingsError, describe_changes, settings_diff
 
 __all__ = [
     "BENCHMARK",
@@ -29,6 +25,7 @@ __all__ = [
     "machine",
     "summarize",
     "two_proportion_z",
+    "warm_start",
 ]
 
 
@@ -179,3 +176,20 @@ def build_stage_model(run: Path, model: dict[str, Any], seed: int) -> tuple[Path
             f"choose another --out (or remove {run} to start over)"
         )
     return model_dir, float(built.get("seconds", 0.0))
+
+
+def warm_start(
+    seed_dir: Path, settings: TrainArgs, model: dict[str, Any], seed: int, steps: int
+) -> tuple[TrainArgs, str]:
+    """Conditions compared from one start: the seed's model built under ``seed_dir`` and
+    format-warmed once (both reused when run again with the same settings); returns the
+    settings every condition trains with (``steps`` GRPO steps) and the warmed model."""
+    from teamgym.adapters.cpu.run_state import RunDir
+    from teamgym.adapters.cpu.warmup import warm_up
+
+    model_dir, _ = build_stage_model(seed_dir, model, seed)
+    base = replace(
+        settings, model=str(model_dir), out=str(seed_dir / "warmup"), seed=seed, steps=steps
+    )
+    RunDir(base.out).start(base)
+    return base, warm_up(base.warmup, base.evaluation, seed_dir / "warmup")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from teamgym.adapters.cpu.args import RunSettingsError
+from teamgym.adapters.cpu.resume import RunSettingsError
 from teamgym.benchmarks.marl.ppo import (
     Args,
     Labour,

@@ -66,7 +66,7 @@ def test_changed_settings_compare_what_the_settings_mean(tmp_path) -> None:
     while a model elsewhere is compared where it is; free settings never count."""
     from dataclasses import asdict
 
-    from teamgym.adapters.cpu.args import changed_settings
+    from teamgym.adapters.cpu.resume import changed_settings
 
     def phase(root: Path, **kw) -> dict:
         policy = root / "listener" / "policy"
@@ -155,7 +155,7 @@ def test_a_resume_under_other_settings_is_refused(model_dir, tmp_path, capsys) -
     """Resuming mixes two experiments under one name unless the settings match: only the
     length (``steps``) and where metrics go may change; the refusal names what differs, at
     the command line too (``error:``, status 2), and touches nothing."""
-    from teamgym.adapters.cpu.args import RunSettingsError
+    from teamgym.adapters.cpu.resume import RunSettingsError
     from teamgym.adapters.cpu.run_state import RunDir
     from teamgym.benchmarks import cli
 

@@ -226,7 +226,7 @@ def test_speaker_words_read_what_the_listener_hears(monkeypatch) -> None:
 def test_a_stage_model_built_with_other_settings_is_refused(tmp_path) -> None:
     """``build_stage_model`` reuses the model a run directory holds only if it was built with
     the same settings; another stage's model under the same ``--out`` is refused, not trained."""
-    from teamgym.adapters.cpu.args import RunSettingsError
+    from teamgym.adapters.cpu.resume import RunSettingsError
     from teamgym.benchmarks.learn import build_stage_model
 
     (tmp_path / "model").mkdir()

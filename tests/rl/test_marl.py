@@ -22,7 +22,7 @@ def _one_thread():
     torch.set_num_threads(threads)
 
 
-from teamgym.adapters.cpu.args import RunSettingsError  # noqa: E402
+from teamgym.adapters.cpu.resume import RunSettingsError  # noqa: E402
 from teamgym.benchmarks.marl.bench import run_marl, settings  # noqa: E402
 from teamgym.benchmarks.marl.ppo import Args, Episodes, evaluate, sampled, train  # noqa: E402
 

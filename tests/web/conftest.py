@@ -35,7 +35,8 @@ class WebPlay:
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.output: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
         self.links: dict[str, str] = {}
         self.tokens: dict[str, str] = {}
         deadline = time.monotonic() + 120
@@ -103,7 +104,7 @@ class WebPlay:
 
     def finish(self, timeout: float = 120) -> tuple[int, str]:
         code = self.proc.wait(timeout=timeout)
-        time.sleep(0.1)
+        self.reader.join(timeout=10)  # its output read to the end
         while not self.lines.empty():
             self.output.append(self.lines.get())
         self.http.close()

@@ -25,6 +25,7 @@ __all__ = ["run_web", "web_source"]
 
 def web_source(
     env_id: str,
+    agents: list[str],
     people: list[str],
     seats: list[str],
     teammates: list[Any],
@@ -34,12 +35,8 @@ def web_source(
     kwargs: dict[str, Any],
     options: dict[str, Any],
 ) -> dict[str, Any]:
-    """The suite of a web session: ``people`` in ``seats``, each teammate spec in the rest."""
-    from teamgym.envs import make
-
-    env = make(env_id, **kwargs)
-    agents = list(env.possible_agents)
-    env.close()
+    """The suite of a web session: ``people`` in ``seats`` of the env's ``agents``, each
+    teammate spec in the rest."""
     unknown = [s for s in seats if s not in agents]
     if unknown:
         raise ValueError(f"{env_id} has no agent {', '.join(unknown)}; agents: {', '.join(agents)}")
@@ -69,13 +66,6 @@ def run_web(args: argparse.Namespace, console: Console) -> int:
     from teamgym.benchmarks.suites import SuiteError, inline_agent, parse_suite
     from teamgym.envs import make, spec
 
-    try:
-        import fastapi  # noqa: F401
-        import uvicorn  # noqa: F401
-    except ImportError:
-        raise CommandError(
-            "the web page needs FastAPI and uvicorn: pip install 'teamgym[web]'"
-        ) from None
     people = args.name or ["player"]
     default_out = Path("runs") / f"play-{'+'.join(people)}"
     if args.replay:
@@ -107,6 +97,7 @@ def run_web(args: argparse.Namespace, console: Console) -> int:
             options["replay"] = str(Path(args.replay))
         source = web_source(
             args.env,
+            agents,
             people,
             seats,
             teammates,
@@ -116,7 +107,7 @@ def run_web(args: argparse.Namespace, console: Console) -> int:
             options=options,
         )
         suite = parse_suite(source, where="teamgym play --web")
-        check_agents(suite)
+        check_agents(suite)  # also says to install teamgym[web] when FastAPI is missing
     if not args.replay:
         from teamgym.web.server import bind
 

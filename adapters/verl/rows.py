@@ -8,13 +8,24 @@ harmless. Called by :func:`teamgym.adapters.verl.config.validate_config`.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from omegaconf import DictConfig
 
 from teamgym.adapters.verl.errors import TeamConfigError
 from teamgym.adapters.verl.settings import AgentLoopSettings
 
-__all__ = ["TEAM_MANAGERS", "check_batches", "check_padding", "check_row_changes", "manager_class"]
+__all__ = [
+    "SAMPLER_NAME",
+    "SAMPLER_PATHS",
+    "TEAM_MANAGERS",
+    "check_batches",
+    "check_padding",
+    "check_row_changes",
+    "is_team_sampler",
+    "manager_class",
+    "poll_intervals",
+]
 
 #: teamgym's agent-loop managers (:mod:`teamgym.adapters.verl.workers`: verl's own, with the
 #: loop built by a call) for the v1 trainer and the legacy one; the start-up checks accept the
@@ -23,6 +34,30 @@ TEAM_MANAGERS = {
     True: "teamgym.adapters.verl.workers.TeamAgentLoopManagerTQ",
     False: "teamgym.adapters.verl.workers.TeamAgentLoopManager",
 }
+
+
+#: How ``trainer.v1.sampler.custom_sampler`` names teamgym's replay buffer
+#: (:func:`teamgym.adapters.verl.sampler.team_replay_buffer`): the paths, the name.
+SAMPLER_PATHS = ("pkg://teamgym.adapters.verl.sampler", "teamgym.adapters.verl.sampler")
+SAMPLER_NAME = "team_replay_buffer"
+
+
+def is_team_sampler(custom: Any) -> bool:
+    """Whether a ``custom_sampler`` section names teamgym's replay buffer."""
+    return custom.get("path") in SAMPLER_PATHS and custom.get("name") == SAMPLER_NAME
+
+
+def poll_intervals(kwargs: Any) -> tuple[float, float]:
+    """(min, max) seconds between the replay buffer's polls, from ``sampler_kwargs``
+    (defaults 0.01 and 0.5); a ValueError unless 0 < min <= max."""
+    low = float(kwargs.get("min_poll_interval", 0.01))
+    high = float(kwargs.get("max_poll_interval", 0.5))
+    if not 0 < low <= high:
+        raise ValueError(
+            "trainer.v1.sampler.sampler_kwargs: need 0 < min_poll_interval <= "
+            f"max_poll_interval, got {low} and {high}"
+        )
+    return low, high
 
 
 def manager_class(cfg: DictConfig) -> str:
@@ -146,10 +181,17 @@ def check_row_changes(cfg: DictConfig, layout: str = "row") -> None:
             "dataset (`teamgym verl-data --layout episode`), where a row is a whole episode"
         )
     custom = sampler.get("custom_sampler", {}) or {}
-    if custom.get("path") or custom.get("name"):
+    if is_team_sampler(custom):
+        try:
+            poll_intervals(sampler.get("sampler_kwargs") or {})
+        except ValueError as exc:
+            raise TeamConfigError(str(exc)) from None
+    elif custom.get("path") or custom.get("name"):
         raise TeamConfigError(
             f"trainer.v1.sampler.custom_sampler={custom.get('path')}:{custom.get('name')}: teamgym "
-            "cannot check what a custom replay buffer does to the rows of an episode; unset it"
+            "cannot check what a custom replay buffer does to the rows of an episode; set "
+            f"path={SAMPLER_PATHS[0]} name={SAMPLER_NAME} (teamgym's, the default) or "
+            "path=null name=null (verl's own)"
         )
     if cfg.data.get("validation_shuffle", True) and layout == "row":
         raise TeamConfigError(

@@ -16,11 +16,17 @@ verl's own method writes for the same episodes.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-__all__ = ["WINDOW", "PutBatcher", "trajectory_record"]
+__all__ = ["DONE_AT", "WINDOW", "PutBatcher", "trajectory_record"]
+
+#: The tag teamgym adds to an episode's trajectories: when the episode ended (``time.time()``
+#: in the worker), so the sampler can measure the wait to the trainer
+#: (:mod:`teamgym.adapters.verl.sampler`).
+DONE_AT = "teamgym_done_at"
 
 #: Seconds a batch of finished sessions stays open for more (a rollout's sessions finish
 #: together: their last turns come back from the server at about the same time).
@@ -67,15 +73,19 @@ class PutBatcher:
 
     def __init__(self, window: float = WINDOW) -> None:
         self.window = window
-        self._open: dict[Any, tuple[list[tuple[str, dict, dict]], asyncio.Future]] = {}
+        self._open: dict[Any, tuple[list[tuple[str, Any, dict]], asyncio.Future]] = {}
         self._tasks: set[asyncio.Task] = set()
         self.puts = 0
         """Puts made so far (for tests and the benchmark)."""
+        self.written: list[tuple[str, int, bool]] = []
+        """(partition, keys, with fields) of each put so far (for tests)."""
 
-    async def put(self, partition: str, records: list[tuple[str, dict, dict]]) -> None:
-        """Write ``records`` into ``partition`` with whatever else arrives within the window."""
+    async def put(self, partition: str, records: Sequence[tuple[str, Any, dict]]) -> None:
+        """Write ``records`` into ``partition`` with whatever else arrives within the window
+        (fields None: a tag-only put, such as a row's status, batched with other tags)."""
         loop = asyncio.get_running_loop()
-        group = (id(loop), partition, tuple(records[0][1]))
+        fields = records[0][1]
+        group = (id(loop), partition, None if fields is None else tuple(fields))
         batch = self._open.get(group)
         if batch is None:
             batch = self._open[group] = ([], loop.create_future())
@@ -90,16 +100,18 @@ class PutBatcher:
         task.add_done_callback(self._tasks.discard)
 
     async def _write(
-        self, partition: str, records: list[tuple[str, dict, dict]], done: asyncio.Future
+        self, partition: str, records: list[tuple[str, Any, dict]], done: asyncio.Future
     ) -> None:
         try:
             import transfer_queue as tq
             from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
+            fields = records[0][1] is not None  # else a status put: tags only
             self.puts += 1
+            self.written.append((partition, len(records), fields))
             await tq.async_kv_batch_put(
                 keys=[k for k, _, _ in records],
-                fields=list_of_dict_to_tensordict([f for _, f, _ in records]),
+                fields=list_of_dict_to_tensordict([f for _, f, _ in records]) if fields else None,
                 tags=[t for _, _, t in records],
                 partition_id=partition,
             )

@@ -33,6 +33,7 @@ from teamgym.adapters.verl.config import (
     verl_validate,
 )
 from teamgym.adapters.verl.resources import cluster_nodes
+from teamgym.adapters.verl.rows import is_team_sampler
 from teamgym.adapters.verl.settings import EPISODE_TARGET, LOOP_TARGET, AgentLoopSettings
 from teamgym.names import EPISODE_LOOP_NAME
 
@@ -102,8 +103,9 @@ def use_cpu_host() -> None:
 
 def runtime_config(cfg: DictConfig) -> DictConfig:
     """The config ``main_ppo`` gets: resolved, without our section, the agent-loop entry and the
-    file-logger path in the job's ``runtime_env`` (they reach every worker on every node), and
-    the agent-loop manager of :mod:`teamgym.adapters.verl.workers` unless one is set."""
+    file-logger path in the job's ``runtime_env`` (they reach every worker on every node), the
+    agent-loop manager of :mod:`teamgym.adapters.verl.workers` unless one is set, and verl's
+    DAPO and refill settings for teamgym's sampler (:mod:`teamgym.adapters.verl.sampler`)."""
     loop, episode_entry = agent_loop_entry(cfg), agent_loop_entry(cfg, EPISODE_LOOP_NAME)
     cfg = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(cfg, resolve=True)))
     OmegaConf.set_struct(cfg, False)
@@ -124,6 +126,12 @@ def runtime_config(cfg: DictConfig) -> DictConfig:
         path = os.path.abspath(os.environ["VERL_FILE_LOGGER_PATH"])
         runtime_env.env_vars["VERL_FILE_LOGGER_PATH"] = path
     cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path = None
+    sampler = cfg.trainer.v1.sampler
+    if is_team_sampler(sampler.get("custom_sampler") or {}):
+        from teamgym.adapters.verl.sampler import sampler_settings
+
+        # verl gives a custom sampler none of its DAPO and refill settings: ours reads them here
+        sampler.sampler_kwargs = {**(sampler.get("sampler_kwargs") or {}), **sampler_settings(cfg)}
     if not cfg.actor_rollout_ref.rollout.agent.get("agent_loop_manager_class"):
         # verl's manager for this trainer, whose workers build our loop by a call, not Hydra
         cfg.actor_rollout_ref.rollout.agent.agent_loop_manager_class = manager_class(cfg)

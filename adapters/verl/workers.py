@@ -19,7 +19,9 @@ source at verl 0.9.1, so a verl upgrade that changes it fails there first.
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import time
 from typing import Any, cast
 
 import hydra
@@ -32,13 +34,19 @@ from verl.experimental.agent_loop.agent_loop import (
     ToolListWrap,
     _agent_loop_registry,
 )
-from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ
+from verl.trainer.ppo.v1.agent_loop_tq import (
+    AgentLoopManagerTQ,
+    AgentLoopWorkerTQ,
+    _settle_session_tasks,
+    apply_greedy_sampling_params,
+)
+from verl.trainer.ppo.v1.agent_loop_tq import logger as tq_logger
 from verl.utils.rollout_trace import rollout_trace_attr
 
 from teamgym.adapters.credit import place_turn_rewards
 from teamgym.adapters.verl.episode_loop import SEAT_FIELD
 from teamgym.adapters.verl.loop_base import TURN_ANCHORS
-from teamgym.adapters.verl.tq_writes import PutBatcher, trajectory_record
+from teamgym.adapters.verl.tq_writes import DONE_AT, PutBatcher, trajectory_record
 from teamgym.adapters.verl.turn_advantage import (
     ANCHORED_ESTIMATORS,
     TURN_ESTIMATORS,
@@ -163,7 +171,7 @@ class TeamAgentLoopWorkerTQ(_DirectLoop, _TQ_BASE):  # type: ignore[misc,valid-t
         outputs = output if isinstance(output, list) else None
         if not outputs or any(SEAT_FIELD not in o.extra_fields for o in outputs):
             return await super()._agent_loop_postprocess(output, validate, **kwargs)
-        uid, records = str(kwargs["uid"]), []
+        uid, records, done_at = str(kwargs["uid"]), [], time.time()
         estimator = "" if validate else str(self.config.algorithm.get("adv_estimator", ""))
         for o in outputs:
             row = {**kwargs, "uid": f"{uid}_{o.extra_fields[SEAT_FIELD]}"}
@@ -178,6 +186,7 @@ class TeamAgentLoopWorkerTQ(_DirectLoop, _TQ_BASE):  # type: ignore[misc,valid-t
                 sample_kwargs=row,
             )
             record = trajectory_record(self, o, row)
+            record[2][DONE_AT] = done_at  # for the sampler's wait (adapters/verl/sampler.py)
             if estimator in TURN_ESTIMATORS:  # each turn's reward on its last token
                 placed = place_turn_rewards(
                     o.response_mask, o.extra_fields["turn_scores"], float(o.reward_score or 0)
@@ -185,11 +194,69 @@ class TeamAgentLoopWorkerTQ(_DirectLoop, _TQ_BASE):  # type: ignore[misc,valid-t
                 if placed is not None:
                     record[1]["rm_scores"] = placed
             records.append(record)
-        if self._team_puts is None:
-            self._team_puts = PutBatcher()
-        await self._team_puts.put("val" if validate else "train", records)
+        await self._puts().put("val" if validate else "train", records)
 
     _team_puts: PutBatcher | None = None
+
+    def _puts(self) -> PutBatcher:
+        """This worker's batcher of TransferQueue puts (made in the worker's event loop)."""
+        if self._team_puts is None:
+            self._team_puts = PutBatcher()
+        return self._team_puts
+
+    async def _run_prompt(
+        self, prompt: dict, sampling_params: dict, trajectory: dict, trace: bool = False
+    ) -> None:
+        """verl 0.9.1's method (``agent_loop_tq.py``), line for line, except that a row's two
+        status puts (running; finished or failure) go through :meth:`_puts`, with the other
+        rows' statuses of the same moment: one TransferQueue put for many rows, not one each;
+        and the sessions start without waiting for the ``running`` put (verl's replay buffer
+        counts a ``pending`` row as in flight, as a ``running`` one), which lands before the
+        terminal status. Pinned by ``tests/adapters/test_verl_v1.py``."""
+        uid, partition_id = prompt["uid"], "train" if not trajectory["validate"] else "val"
+
+        async def status(value: str) -> None:
+            await self._puts().put(partition_id, [(uid, None, {"status": value})])
+
+        running = asyncio.ensure_future(status("running"))
+        tasks = []
+        try:
+            config = self.config.actor_rollout_ref.rollout
+            n = prompt.pop(
+                "__rollout_n__", config.n if not trajectory["validate"] else config.val_kwargs.n
+            )
+            do_sample = prompt.pop("__do_sample__", True)
+            run_sampling_params = dict(sampling_params)
+            if not trajectory["validate"] and not do_sample:
+                apply_greedy_sampling_params(run_sampling_params)
+            tasks = [
+                asyncio.create_task(
+                    self._run_agent_loop(
+                        run_sampling_params,
+                        trajectory=trajectory,
+                        trace=trace,
+                        session_id=i,
+                        **prompt,
+                    )
+                )
+                for i in range(n)
+            ]
+            # a terminal status only after every session settled (verl's comment: no sibling
+            # may write after the replay buffer clears a failed group)
+            session_errors = await _settle_session_tasks(tasks)
+            for error in session_errors:
+                tq_logger.error(
+                    f"Error in _run_prompt for uid={uid}",
+                    exc_info=(type(error), error, error.__traceback__),
+                )
+            await running
+            await status("failure" if session_errors else "finished")
+        except Exception as e:
+            tq_logger.exception(f"Error in _run_prompt: {e}")
+            if tasks:
+                await _settle_session_tasks(tasks)
+            await _settle_session_tasks([running])  # the terminal status after it, always
+            await status("failure")
 
 
 class TeamAgentLoopManager(AgentLoopManager):

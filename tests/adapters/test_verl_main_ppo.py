@@ -47,8 +47,12 @@ def _run_main_ppo(
     timeout: float = 900,
 ):
     """Run the driver in its own session (Ray's processes share its fate); returns (rc, log).
-    The run must leave nothing in ``/dev/shm`` (what a killed run leaves is removed)."""
+    The run must leave nothing in ``/dev/shm`` (what a killed run leaves is removed).
+    ``TEAMGYM_MAIN_PPO_OVERRIDES`` (space-separated Hydra overrides) is appended, for
+    measurements (docs/speed.md)."""
     from teamgym.adapters.verl.cpu_host import remove_shm_leftovers, shm_entries
+
+    extra = (*extra, *os.environ.get("TEAMGYM_MAIN_PPO_OVERRIDES", "").split())
 
     log_path = out / "main_ppo.log"
     out.mkdir(parents=True, exist_ok=True)
@@ -215,7 +219,16 @@ def test_main_ppo_v1_trains_two_steps_through_vllm(
     for name in ("return/robot_0", "return/robot_1", "success", "team_return", "idle"):
         assert any(k.startswith("val-") and f"/{name}/" in k for k in val), (name, sorted(val))
     step_times = [round(steps[s]["timing_s/step"], 1) for s in (1, 2)]
-    print(f"main_ppo through vLLM: 2 steps in {elapsed:.0f}s (step times {step_times}s)")
+    # teamgym's sampler (the default): how long the batch took to reach the trainer after the
+    # step's last episode ended, and the polls it took
+    waits = [steps[s]["training/teamgym/wait_after_last_s"] for s in (1, 2)]
+    assert all(0 <= w < steps[s]["timing_s/step"] for s, w in zip((1, 2), waits, strict=True))
+    assert all(steps[s]["training/teamgym/sample_polls"] >= 0 for s in (1, 2))
+    print(
+        f"main_ppo through vLLM: 2 steps in {elapsed:.0f}s (step times {step_times}s); "
+        f"wait from the last episode to the batch {[round(w, 3) for w in waits]}s, "
+        f"{[steps[s]['training/teamgym/sample_polls'] for s in (1, 2)]} polls"
+    )
 
 
 def _partner_data(out: Path, served: str) -> tuple[Path, list[str], list[str]]:

@@ -22,12 +22,12 @@ from omegaconf import OmegaConf
 from verl.protocol import DataProto
 from verl.trainer.ppo.padding_utils import upsample_batch_to_divisible_size
 from verl.trainer.ppo.v1 import AgentLoopWorkerTQ
-from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 from verl.utils import tensordict_utils as tu
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
 from teamgym.adapters.verl import advantage
+from teamgym.adapters.verl.sampler import sampler_settings, team_replay_buffer
 from teamgym.adapters.verl.server import ScriptedServer, policy_reply
 from teamgym.adapters.verl.train import setup_worker
 from teamgym.adapters.verl.workers import TeamAgentLoopWorkerTQ
@@ -88,6 +88,7 @@ def make_cfg_module(model_dir, dataset_dir, tmp_path_factory, loop_yaml_writer):
 
 ROWS = tuple(range(12))  # 6 episodes x 2 agents
 WORKERS: list = []  # the agent-loop workers of this module's Ray job (the first owns the registry)
+SAMPLED: list[dict] = []  # the sampler's metrics of each rollout, in order
 
 
 def _rollout(
@@ -113,15 +114,17 @@ def _rollout(
     )
     WORKERS.append(actor)  # verl's manager keeps its workers for the whole job; so do we
     ray.get(actor.generate_sequences.remote(batch), timeout=120)
-    buffer = ReplayBuffer(
+    # what main_ppo samples with under teamgym's config (adapters/verl/sampler.py)
+    buffer = team_replay_buffer(
         trainer_mode="sync",
         trainer_config=cfg.trainer,
         max_off_policy_threshold=None,
         max_off_policy_strategy="drop",
-        sampler_kwargs={},
-        poll_interval=0.2,
+        sampler_kwargs={**cfg.trainer.v1.sampler.sampler_kwargs, **sampler_settings(cfg)},
+        refill_fn=None,
     )
-    meta, _ = buffer.sample(global_steps=step, partition_id="train", batch_size=len(rows))
+    meta, metrics = buffer.sample(global_steps=step, partition_id="train", batch_size=len(rows))
+    SAMPLED.append(metrics)
     if pad_to:
         meta = upsample_batch_to_divisible_size(meta, pad_to, tokenizer.eos_token_id)
     fields = ["uid", "response_mask", "rm_scores", "extra_info"]
@@ -440,6 +443,34 @@ def test_an_episode_row_stores_one_trajectory_per_agent_with_its_own_return(
     assert differ > 0, "no session where the agents' returns differ: the check above is vacuous"
 
 
+def test_teamgyms_sampler_reports_the_wait_from_the_last_episode_to_the_batch(
+    v1, tokenizer, episode_dataset_dir
+) -> None:
+    """The sampler main_ppo gets (``adapters/verl/sampler.py``) polls while the worker plays,
+    and measures from the last episode's end (the ``teamgym_done_at`` tag each trajectory
+    carries) to the batch: a wait inside the time the rollout took."""
+    import time
+
+    start = time.time()
+    keys, _, _, _ = _rollout(
+        v1,
+        tokenizer,
+        episode_dataset_dir,
+        _sloppy_listener,
+        rows=EPISODES,
+        worker=TeamAgentLoopWorkerTQ,
+    )
+    took = time.time() - start
+    metrics = SAMPLED[-1]
+    tags = tq.kv_list(partition_id="train")["train"]
+    done = [tags[k]["teamgym_done_at"] for k in keys if k in tags]
+    assert len(done) == len(keys), "every episode trajectory carries when its episode ended"
+    assert start <= min(done) <= max(done) <= start + took
+    assert 0 <= metrics["training/teamgym/wait_after_last_s"] <= took, metrics
+    assert 0 <= metrics["training/teamgym/sample_wait_s"] <= took, metrics
+    assert metrics["training/teamgym/sample_polls"] >= 0
+
+
 @pytest.mark.parametrize("estimator", ["grpo", "team_grpo"])
 def test_episode_rows_group_per_agent_under_grpo_and_per_episode_under_team_grpo(
     v1, episode_rollout, padded_episode_rollout, estimator
@@ -524,8 +555,14 @@ def test_the_episode_loop_writes_what_the_per_agent_rows_write(
     assert rows == episodes
     # and the episode rows' trajectories went through the batcher, never more than one put a
     # session (how many sessions share a put depends on timing: test_verl_tq_writes.py)
-    puts = ray.get(WORKERS[-1].__ray_call__.remote(lambda self: self._team_puts.puts))
-    assert 1 <= puts <= len(EPISODES) * N, puts
+    written = ray.get(WORKERS[-1].__ray_call__.remote(lambda self: self._team_puts.written))
+    trajectories = [n for _, n, fields in written if fields]
+    assert sum(trajectories) == len(episodes)  # never more than one put a session
+    assert 1 <= len(trajectories) <= len(EPISODES) * N, written
+    # and the rows' statuses too (tags only): every row's "running" in one put, as the rows
+    # start in one event-loop turn; then each row's "finished", batched as they finish
+    statuses = [n for _, n, fields in written if not fields]
+    assert statuses[0] == len(EPISODES) and sum(statuses) == 2 * len(EPISODES), written
 
 
 def test_the_verl_conventions_the_episode_layout_relies_on() -> None:
@@ -545,6 +582,10 @@ def test_the_verl_conventions_the_episode_layout_relies_on() -> None:
     # tq_writes.trajectory_record is this method's per-output body: re-read it on a change
     assert hashlib.sha256(post.encode()).hexdigest()[:16] == "523edacbff73640d", post
     assert 'keys.append(f"{uid}_{session_id}_{i}")' in post
+    # workers.TeamAgentLoopWorkerTQ._run_prompt is this method with its status puts batched
+    run = inspect.getsource(AgentLoopWorkerTQ.__ray_metadata__.modified_class._run_prompt)
+    assert hashlib.sha256(run.encode()).hexdigest()[:16] == "3d9bca6b0ea5fe25", run
+    assert run.count("await tq.async_kv_put(key=uid, partition_id=partition_id, tag=") == 3
     assert "field.update(kwargs)" in post
     assert 'uid, session_id = kwargs["uid"], kwargs["session_id"]' in post
     buffer = inspect.getsource(replay_buffer)

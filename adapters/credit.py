@@ -30,11 +30,14 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import logging
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 
 import numpy as np
 import torch
+
+_log = logging.getLogger(__name__)
 
 __all__ = [
     "anchor_key",
@@ -83,10 +86,20 @@ def place_turn_rewards(
 ) -> torch.Tensor | None:
     """Token-level rewards carrying ``rewards[t]`` on the last token of turn ``t`` (their sum
     made exactly ``total`` on the last turn); None when the number of turns in ``mask`` is not
-    ``len(rewards)`` (the caller keeps verl's single final reward)."""
+    ``len(rewards)`` (the caller keeps verl's single final reward), with a warning when the
+    trajectory has turns: its rewards were counted on another mask, so its turn-level credit is
+    lost."""
     tensor_mask = torch.tensor(list(mask), dtype=torch.int64)
     runs = turn_runs(tensor_mask)
     if not runs or len(runs) != len(rewards):
+        if runs:
+            _log.warning(
+                "a trajectory has %d turns in its response mask but %d turn rewards: it gets "
+                "its return on its last token, as one turn (was the mask changed after the "
+                "agent loop, e.g. by rejection sampling?)",
+                len(runs),
+                len(rewards),
+            )
         return None
     scores = torch.zeros(len(tensor_mask), dtype=torch.float32)
     for (_, end), reward in zip(runs, rewards, strict=True):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, cast
 
 import numpy as np
 
@@ -52,8 +52,9 @@ SETTINGS = replace(
     eval_every=15,
     eval_episodes=64,
 )
-#: A run of the stage: (name, sharing weight, advantage estimator).
-Run = tuple[str, float, Literal["grpo", "team_grpo"]]
+#: A run of the stage: (name, sharing weight, advantage estimator), and optionally the sharing
+#: mode (``mixed`` when left out; ``difference`` ignores the weight).
+Run = tuple[str, float, str] | tuple[str, float, str, str]
 #: Each run, in the order they run.
 RUNS: tuple[Run, ...] = (
     ("w0", 0.0, "grpo"),
@@ -85,7 +86,7 @@ def run_sharing(
     for seed in seeds:
         seed_dir = root / f"seed{seed}"
         base, start_model, warmups[seed] = _warmed_up(seed_dir, seed, steps)
-        for name, weight, estimator in runs:
+        for name, weight, estimator, *mode in runs:
             run_dir = seed_dir / name
             args = replace(
                 base,
@@ -93,11 +94,13 @@ def run_sharing(
                 out=str(run_dir),
                 warmup_steps=0,
                 sharing_weight=weight,
-                adv_estimator=estimator,
+                sharing_mode=cast(Any, mode[0] if mode else "mixed"),  # TrainArgs checks it
+                adv_estimator=cast(Any, estimator),
                 resume=(run_dir / "metrics.jsonl").exists(),
             )
             history = train(args, progress=progress)
             record = _run_record(name, seed, weight, estimator, history)
+            record["sharing_mode"] = args.sharing_mode
             policy = run_dir / "policy"
             record["held_out"]["p_contribute"] = contribution_probability(policy, args)
             record["held_out"]["sampled_contribution"] = sampled_contribution(policy, args)
@@ -265,8 +268,15 @@ def plot_sharing(summary: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    colors = {"w0": "tab:red", "w0.7": "tab:blue", "w1": "tab:green", "w0.7-team": "tab:purple"}
+    colors = {
+        "w0": "tab:red",
+        "w0.7": "tab:blue",
+        "w1": "tab:green",
+        "w0.7-team": "tab:purple",
+        "difference": "tab:orange",
+    }
     labels = {
+        "difference": "difference rewards",
         "w0": "weight 0 (selfish)",
         "w0.7": "weight 0.7 (default)",
         "w1": "weight 1 (fully shared)",

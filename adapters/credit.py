@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 _log = logging.getLogger(__name__)
+_WARNED: list[bool] = []  # whether this process warned of a trajectory's mismatched turns
 
 __all__ = [
     "anchor_key",
@@ -92,11 +93,12 @@ def place_turn_rewards(
     tensor_mask = torch.tensor(list(mask), dtype=torch.int64)
     runs = turn_runs(tensor_mask)
     if not runs or len(runs) != len(rewards):
-        if runs:
+        if runs and not _WARNED:
+            _WARNED.append(True)  # once a process: a run whose masks all differ would flood
             _log.warning(
                 "a trajectory has %d turns in its response mask but %d turn rewards: it gets "
                 "its return on its last token, as one turn (was the mask changed after the "
-                "agent loop, e.g. by rejection sampling?)",
+                "agent loop, e.g. by rejection sampling?); further ones are not logged",
                 len(runs),
                 len(rewards),
             )

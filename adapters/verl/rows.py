@@ -17,11 +17,12 @@ from teamgym.adapters.verl.settings import AgentLoopSettings
 
 __all__ = [
     "SAMPLER_NAME",
-    "SAMPLER_PATHS",
+    "SAMPLER_PATH",
     "TEAM_MANAGERS",
     "check_batches",
     "check_padding",
     "check_row_changes",
+    "is_custom_sampler",
     "is_team_sampler",
     "manager_class",
     "poll_intervals",
@@ -37,20 +38,27 @@ TEAM_MANAGERS = {
 
 
 #: How ``trainer.v1.sampler.custom_sampler`` names teamgym's replay buffer
-#: (:func:`teamgym.adapters.verl.sampler.team_replay_buffer`): the paths, the name.
-SAMPLER_PATHS = ("pkg://teamgym.adapters.verl.sampler", "teamgym.adapters.verl.sampler")
+#: (:func:`teamgym.adapters.verl.sampler.team_replay_buffer`): verl loads a path without
+#: ``pkg://`` as a file.
+SAMPLER_PATH = "pkg://teamgym.adapters.verl.sampler"
 SAMPLER_NAME = "team_replay_buffer"
 
 
 def is_team_sampler(custom: Any) -> bool:
     """Whether a ``custom_sampler`` section names teamgym's replay buffer."""
-    return custom.get("path") in SAMPLER_PATHS and custom.get("name") == SAMPLER_NAME
+    return custom.get("path") == SAMPLER_PATH and custom.get("name") == SAMPLER_NAME
+
+
+def is_custom_sampler(custom: Any) -> bool:
+    """Whether verl uses a ``custom_sampler`` section: with both its path and name set
+    (``trainer_base._build_replay_buffer``), else it runs its own."""
+    return bool(custom.get("path") and custom.get("name"))
 
 
 def poll_intervals(kwargs: Any) -> tuple[float, float]:
     """(min, max) seconds between the replay buffer's polls, from ``sampler_kwargs``
-    (defaults 0.01 and 0.5); a ValueError unless 0 < min <= max."""
-    low = float(kwargs.get("min_poll_interval", 0.01))
+    (defaults 0.05 and 0.5); a ValueError unless 0 < min <= max."""
+    low = float(kwargs.get("min_poll_interval", 0.05))
     high = float(kwargs.get("max_poll_interval", 0.5))
     if not 0 < low <= high:
         raise ValueError(
@@ -181,16 +189,25 @@ def check_row_changes(cfg: DictConfig, layout: str = "row") -> None:
             "dataset (`teamgym verl-data --layout episode`), where a row is a whole episode"
         )
     custom = sampler.get("custom_sampler", {}) or {}
-    if is_team_sampler(custom):
+    v1_sampler = cfg.trainer.get("use_v1", True) and is_custom_sampler(custom)
+    if v1_sampler and is_team_sampler(custom):
         try:
             poll_intervals(sampler.get("sampler_kwargs") or {})
         except ValueError as exc:
             raise TeamConfigError(str(exc)) from None
-    elif custom.get("path") or custom.get("name"):
+        if filter_groups.get("enable"):
+            reward_model = cfg.reward.get("reward_model") or {}
+            if reward_model.get("enable") and not reward_model.get("enable_resource_pool"):
+                raise TeamConfigError(  # verl asserts this for its own sampler only
+                    "algorithm.filter_groups needs the reward metric when the replay buffer "
+                    "samples, which a colocated reward model computes only afterwards: set "
+                    "reward.reward_model.enable_resource_pool=true, or disable filter_groups"
+                )
+    elif v1_sampler:
         raise TeamConfigError(
             f"trainer.v1.sampler.custom_sampler={custom.get('path')}:{custom.get('name')}: teamgym "
             "cannot check what a custom replay buffer does to the rows of an episode; set "
-            f"path={SAMPLER_PATHS[0]} name={SAMPLER_NAME} (teamgym's, the default) or "
+            f"path={SAMPLER_PATH} name={SAMPLER_NAME} (teamgym's, the default) or "
             "path=null name=null (verl's own)"
         )
     if cfg.data.get("validation_shuffle", True) and layout == "row":

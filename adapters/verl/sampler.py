@@ -6,12 +6,15 @@ so a step's batch reaches the trainer up to 2 s after its last episode ended; a 
 a few short episodes takes less. :func:`team_replay_buffer` is plugged in through verl's
 extension point (``trainer.v1.sampler.custom_sampler``, set by teamgym's config overlay): it
 builds verl's ``ReplayBuffer`` (sync trainer) or ``ReplayBufferAsync`` (async trainers) with
-one method changed, the wait between polls, which starts at ``min_poll_interval`` and doubles
-while nothing new has finished, up to ``max_poll_interval`` (both in
-``trainer.v1.sampler.sampler_kwargs``). Each sample reports how long it polled and, for
-episode-layout batches, ``teamgym/wait_after_last_s``: from the moment the batch's last
-episode ended in its agent-loop worker (the ``teamgym_done_at`` tag,
-:mod:`teamgym.adapters.verl.workers`) to the batch in the trainer's hands.
+one method changed, the wait between polls, which starts at ``min_poll_interval`` (0.05 s)
+and doubles while no group has finished, up to ``max_poll_interval`` (0.5 s; both in
+``trainer.v1.sampler.sampler_kwargs``): each poll lists every tag in TransferQueue, so it is
+not made more often than that. Each sample reports how long it polled and, for episode-layout
+batches, ``teamgym/wait_after_last_s``: from the moment the batch's last episode ended in its
+agent-loop worker (the ``teamgym_done_at`` tag, :mod:`teamgym.adapters.verl.workers`) to the
+batch in the trainer's hands. Clocks of different nodes, and trajectories restored from an
+earlier run (verl's rollout skip), make that figure wrong; it is a measurement, never an
+input.
 
 verl hands a custom sampler neither DAPO's settings nor the refill switch
 (``trainer_base.py:_build_replay_buffer``); :func:`sampler_settings` computes them from the
@@ -47,8 +50,8 @@ VERL_SETTINGS = (
 
 
 class FittingPoll:
-    """The poll of verl's replay buffer, fitted: ``min_poll_interval`` after something new
-    finished, doubling while nothing did, at most ``max_poll_interval``; mixed into verl's
+    """The poll of verl's replay buffer, fitted: ``min_poll_interval`` after a group finished,
+    doubling while none did, at most ``max_poll_interval``; mixed into verl's
     classes (:class:`TeamReplayBuffer`, :class:`TeamReplayBufferAsync`)."""
 
     # what verl's ReplayBuffer has (this mixin sits before it)
@@ -56,21 +59,19 @@ class FittingPoll:
     poll_interval: float
     finished_keys: dict[str, set]
     failure_keys: dict[str, set]
-    partitions: dict[str, dict[str, dict]]
 
     def _fit_poll(self) -> None:
         intervals = poll_intervals(dict(self.sampler_kwargs or {}))
         self.min_poll_interval, self.max_poll_interval = intervals
         self.poll_interval = self.min_poll_interval
-        self._seen: tuple[int, int] | None = None
+        self._seen: int | None = None
         self.polls = 0
 
     def _wait_for_next_poll(self, partition_id: str, last_debug_time: float) -> float:
         """verl's wait (and its debug log), for as long as fits: short right after progress."""
-        seen = (
-            len(self.finished_keys[partition_id]) + len(self.failure_keys[partition_id]),
-            len(self.partitions[partition_id]),
-        )
+        # groups that reached a terminal status: what can make a batch (a trajectory arriving
+        # alone cannot, and on a large rollout one arrives almost all the time)
+        seen = len(self.finished_keys[partition_id]) + len(self.failure_keys[partition_id])
         if seen != self._seen:
             self.poll_interval = self.min_poll_interval
         else:

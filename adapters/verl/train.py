@@ -127,7 +127,7 @@ def runtime_config(cfg: DictConfig) -> DictConfig:
         runtime_env.env_vars["VERL_FILE_LOGGER_PATH"] = path
     cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path = None
     sampler = cfg.trainer.v1.sampler
-    if is_team_sampler(sampler.get("custom_sampler") or {}):
+    if cfg.trainer.get("use_v1", True) and is_team_sampler(sampler.get("custom_sampler") or {}):
         from teamgym.adapters.verl.sampler import sampler_settings
 
         # verl gives a custom sampler none of its DAPO and refill settings: ours reads them here

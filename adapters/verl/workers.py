@@ -229,8 +229,8 @@ class TeamAgentLoopWorkerTQ(_DirectLoop, _TQ_BASE):  # type: ignore[misc,valid-t
             run_sampling_params = dict(sampling_params)
             if not trajectory["validate"] and not do_sample:
                 apply_greedy_sampling_params(run_sampling_params)
-            tasks = [
-                asyncio.create_task(
+            for i in range(n):  # appended one by one, as verl does: the except waits for them
+                task = asyncio.create_task(
                     self._run_agent_loop(
                         run_sampling_params,
                         trajectory=trajectory,
@@ -239,8 +239,7 @@ class TeamAgentLoopWorkerTQ(_DirectLoop, _TQ_BASE):  # type: ignore[misc,valid-t
                         **prompt,
                     )
                 )
-                for i in range(n)
-            ]
+                tasks.append(task)
             # a terminal status only after every session settled (verl's comment: no sibling
             # may write after the replay buffer clears a failed group)
             session_errors = await _settle_session_tasks(tasks)

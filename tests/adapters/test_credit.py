@@ -94,13 +94,18 @@ def test_placed_rewards_read_back_as_the_same_turns(mask: list[int], data) -> No
     assert place_turn_rewards(mask, [*rewards, 0.0], 0.0) is None
 
 
-def test_turns_that_do_not_match_the_mask_are_refused_with_a_warning(caplog) -> None:
+def test_turns_that_do_not_match_the_mask_are_refused_with_a_warning(caplog, monkeypatch) -> None:
     """A trajectory whose turn rewards were counted on another mask keeps its single reward,
-    and says so (its turn-level credit is lost); one with no turn at all is silent."""
+    and says so, once a process (its turn-level credit is lost; a run whose masks all differ
+    would flood the log); one with no turn at all is silent."""
+    from teamgym.adapters import credit
+
+    monkeypatch.setattr(credit, "_WARNED", [])  # as in a fresh worker process
     mask = [0, 1, 1, 0, 1]  # two turns
     with caplog.at_level("WARNING", logger="teamgym.adapters.credit"):
-        assert place_turn_rewards(mask, [1.0, 0.0, 0.5], 1.5) is None
         assert place_turn_rewards([0, 0], [], 0.0) is None
+        assert place_turn_rewards(mask, [1.0, 0.0, 0.5], 1.5) is None
+        assert place_turn_rewards(mask, [1.0], 1.0) is None
     (record,) = caplog.records
     assert "2 turns in its response mask but 3 turn rewards" in record.getMessage()
 

@@ -17,7 +17,7 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
 
 from teamgym.adapters.verl import sampler as team_sampler
 from teamgym.adapters.verl.config import TeamConfigError
-from teamgym.adapters.verl.rows import SAMPLER_NAME, SAMPLER_PATHS, check_row_changes
+from teamgym.adapters.verl.rows import SAMPLER_NAME, SAMPLER_PATH, check_row_changes
 from teamgym.adapters.verl.sampler import (
     VERL_SETTINGS,
     TeamReplayBuffer,
@@ -46,9 +46,9 @@ def _kwargs(mode: str = "sync", **sampler_kwargs) -> dict:
 def test_the_poll_starts_short_doubles_while_nothing_finishes_and_resets_on_progress(
     monkeypatch,
 ) -> None:
-    """The wait before each poll: ``min_poll_interval`` after progress (a group finished or a
-    trajectory arrived), twice the last one while nothing did, never above the maximum; verl's
-    own sleep does the waiting."""
+    """The wait before each poll: ``min_poll_interval`` after a group reached a terminal
+    status, twice the last one while none did (a trajectory arriving alone is no progress),
+    never above the maximum; verl's own sleep does the waiting."""
     slept: list[float] = []
     monkeypatch.setattr(replay_buffer.time, "sleep", slept.append)
     buffer = team_replay_buffer(**_kwargs(min_poll_interval=0.01, max_poll_interval=0.05))
@@ -57,11 +57,14 @@ def test_the_poll_starts_short_doubles_while_nothing_finishes_and_resets_on_prog
         buffer._wait_for_next_poll("train", 0.0)
     buffer.finished_keys["train"].add("a")  # a group finished
     buffer._wait_for_next_poll("train", 0.0)
+    buffer.partitions["train"]["b_0_0_0"] = {}  # a trajectory arrived: no group is done
     buffer._wait_for_next_poll("train", 0.0)
-    buffer.partitions["train"]["a_0_0_0"] = {}  # a trajectory arrived
+    buffer.failure_keys["train"].add("c")  # a group failed: terminal too
     buffer._wait_for_next_poll("train", 0.0)
     assert slept == [0.01, 0.02, 0.04, 0.05, 0.05, 0.01, 0.02, 0.01]
     assert buffer.polls == 8
+    defaults = team_replay_buffer(**_kwargs())
+    assert (defaults.min_poll_interval, defaults.max_poll_interval) == (0.05, 0.5)
 
 
 def test_the_buffer_follows_the_trainer_mode_and_gets_verls_own_settings() -> None:
@@ -115,33 +118,44 @@ def test_teamgyms_config_plugs_it_in_and_the_train_entry_adds_verls_settings(
     ]
     cfg = compose_config(overrides)
     custom = cfg.trainer.v1.sampler.custom_sampler
-    assert (custom.path, custom.name) == (SAMPLER_PATHS[0], SAMPLER_NAME)
+    assert (custom.path, custom.name) == (SAMPLER_PATH, SAMPLER_NAME)
     given = runtime_config(cfg).trainer.v1.sampler.sampler_kwargs
     assert given.filter_groups_metric == "team_return" and given.gen_batch_size == 1
-    assert given.train_batch_size == 8 and given.min_poll_interval == 0.01
+    assert given.train_batch_size == 8 and given.min_poll_interval == 0.05
     plain = sampler_settings(compose_config(overrides[:2]))
     assert plain["filter_groups_metric"] is None and plain["gen_batch_size"] == 8
-    assert team_sampler.__name__ == SAMPLER_PATHS[1]  # the path names this module
+    # and verl's own loader finds it under that path and name
+    from verl.utils.import_utils import load_extern_type
+
+    assert load_extern_type(custom.path, custom.name) is team_sampler.team_replay_buffer
 
 
 @pytest.mark.parametrize(
     ("override", "message"),
     [
         ("trainer.v1.sampler.custom_sampler.name=Other", "custom_sampler=pkg://teamgym"),
+        (  # verl would load a path without pkg:// as a file, and fail after Ray started
+            "trainer.v1.sampler.custom_sampler.path=teamgym.adapters.verl.sampler",
+            "set path=pkg://teamgym.adapters.verl.sampler name=team_replay_buffer",
+        ),
         ("trainer.v1.sampler.sampler_kwargs.min_poll_interval=0", "0 < min_poll_interval"),
+        (
+            "algorithm.filter_groups.enable=true algorithm.filter_groups.metric=team_return "
+            "reward.reward_model.enable=true",
+            "colocated reward model",
+        ),
     ],
 )
 def test_the_checks_refuse_another_sampler_and_bad_intervals(
     dataset_dir, override, message
 ) -> None:
-    cfg = compose_config([f"teamgym.dataset_dir={dataset_dir}", override])
+    cfg = compose_config([f"teamgym.dataset_dir={dataset_dir}", *override.split()])
     with pytest.raises(TeamConfigError, match=message):
         check_row_changes(cfg, "episode")
-    verls = compose_config(
-        [
-            f"teamgym.dataset_dir={dataset_dir}",
-            "trainer.v1.sampler.custom_sampler.path=null",
-            "trainer.v1.sampler.custom_sampler.name=null",
-        ]
-    )
-    check_row_changes(verls, "episode")  # verl's own sampler stays allowed
+    base = f"teamgym.dataset_dir={dataset_dir}"
+    for unset in (["path=null", "name=null"], ["path=null"]):  # verl's own: it needs both set
+        verls = compose_config([base, *(f"trainer.v1.sampler.custom_sampler.{u}" for u in unset)])
+        check_row_changes(verls, "episode")
+    legacy = compose_config([base, "trainer.use_v1=false", *override.split()[:1]])
+    if "min_poll" not in override and "reward_model" not in override:
+        check_row_changes(legacy, "row")  # the legacy trainer has no replay buffer

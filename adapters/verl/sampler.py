@@ -34,7 +34,10 @@ from teamgym.adapters.verl.rows import poll_intervals
 from teamgym.adapters.verl.tq_writes import DONE_AT
 
 __all__ = [
+    "VERL_SETTINGS",
     "FittingPoll",
+    "TeamReplayBuffer",
+    "TeamReplayBufferAsync",
     "sampler_settings",
     "team_replay_buffer",
 ]
@@ -60,7 +63,8 @@ class FittingPoll:
     finished_keys: dict[str, set]
     failure_keys: dict[str, set]
 
-    def _fit_poll(self) -> None:
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)  # type: ignore[call-arg]  # verl's buffer, next in the MRO
         intervals = poll_intervals(dict(self.sampler_kwargs or {}))
         self.min_poll_interval, self.max_poll_interval = intervals
         self.poll_interval = self.min_poll_interval
@@ -99,17 +103,9 @@ class FittingPoll:
 class TeamReplayBuffer(FittingPoll, ReplayBuffer):
     """verl's sync ``ReplayBuffer`` with :class:`FittingPoll`."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._fit_poll()
-
 
 class TeamReplayBufferAsync(FittingPoll, ReplayBufferAsync):
     """verl's ``ReplayBufferAsync`` (the async trainers') with :class:`FittingPoll`."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._fit_poll()
 
 
 def team_replay_buffer(**kwargs: Any) -> ReplayBuffer:

@@ -58,7 +58,7 @@ def _vllm_server(model_dir: Path, log_dir: Path) -> Iterator[str]:
     """``http://127.0.0.1:PORT/v1`` of vLLM's OpenAI-compatible server of ``model_dir``, started
     as the docs say (``python -m vllm.entrypoints.openai.api_server``: the CPU build's ``vllm``
     command asks for the distribution ``vllm``), in float32 so that greedy decoding picks what
-    the in-process float32 model picks; stopped, and its ``/dev/shm`` files removed, on exit."""
+    the in-process float32 model picks, eager (no compile at start); stopped, and its ``/dev/shm`` files removed, on exit."""
     from teamgym.adapters.verl.cpu_host import remove_shm_leftovers, shm_entries
 
     with socket.socket() as s:
@@ -68,6 +68,7 @@ def _vllm_server(model_dir: Path, log_dir: Path) -> Iterator[str]:
     before = shm_entries()
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir)]
     cmd += ["--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--seed", "0"]
+    cmd += ["--enforce-eager"]  # inductor's compile would add ~80 s to SmolLM2's start on CPU
     with open(log, "w") as out:
         proc = subprocess.Popen(
             cmd,

@@ -28,6 +28,10 @@ from teamgym.benchmarks.learn.base import (
     warm_start,
 )
 
+#: foraging-v0 made small enough to learn on 2 cores: a 4 x 4 field, 2 items, 10 turns; each
+#: item loaded pays its loaders at that turn (a uniformly random team earns 0.45 of 1 on average)
+FORAGING = {"size": 4, "num_items": 2, "max_agent_level": 2, "max_steps": 10}
+
 #: stage -> (settings, model): what each estimator trains with
 STAGES = {
     "listener2": (
@@ -35,6 +39,20 @@ STAGES = {
             LISTENER, env_kwargs={**LISTENER.env_kwargs, "num_rounds": 2}, gamma=1.0, eval_every=5
         ),
         LISTENER_MODEL,
+    ),
+    "foraging": (
+        replace(
+            BENCHMARK,
+            env="foraging-v0",
+            env_kwargs=FORAGING,
+            episodes_per_step=4,
+            group_size=8,
+            warmup_steps=150,
+            eval_every=5,
+            eval_episodes=64,
+            gamma=1.0,
+        ),
+        {**LEARNER, "corpus_envs": ("foraging-v0",)},
     ),
     "keydoor": (
         replace(
@@ -57,6 +75,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out")
     p.add_argument("--stage", choices=sorted(STAGES), default="listener2")
+    p.add_argument("--warmup-steps", type=int, help="the stage's format warm-up (steps)")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument(
         "--estimators",
@@ -68,6 +87,8 @@ def main() -> None:
     args = p.parse_args()
     root = Path(args.out)
     settings, model = STAGES[args.stage]
+    if args.warmup_steps is not None:
+        settings = replace(settings, warmup_steps=args.warmup_steps)
     runs = []
     for seed in args.seeds:
         # 1. the seed's model, warmed up once (reused on resume under the same settings)

@@ -22,6 +22,7 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 
 from teamgym.adapters.agents.chat import forced_reply
+from teamgym.adapters.verl.server import request_seed
 from teamgym.adapters.verl.settings import AgentLoopSettings
 from teamgym.adapters.verl.tokens import first_prompt_ids
 from teamgym.adapters.verl.trajectory import Trajectory
@@ -145,6 +146,12 @@ class TeamLoopBase(AgentLoopBase):
         if key not in _END_OF_TURN:  # once per tokenizer, not per trajectory
             _END_OF_TURN[key] = (self.tokenizer, end_of_turn_ids(self.tokenizer))
         self.end_of_turn = _END_OF_TURN[key][1]
+        # vLLM samples a request that carries a seed from its own generator: one seed per
+        # request (:func:`request_seed`), so two runs with the same seeds sample alike whatever
+        # batches the engine forms (verl sets one seed per replica, and only under
+        # full_determinism); other engines are sent none
+        engine = str(self.rollout_config.get("name", ""))
+        self.request_seed = int(self.rollout_config.get("seed", 0)) if engine == "vllm" else None
 
     def _stop_tail(self, ids: list[int]) -> int:
         """How many trailing tokens of a reply spell its stop string (0: none, or not masked)."""
@@ -188,11 +195,13 @@ class TeamLoopBase(AgentLoopBase):
             traj.budget_left = False
             return ""  # the env's no-op, so teammates never wait
         stop = list(self.settings.stop)
-        stops = {"stop": stop, "include_stop_str_in_output": True} if stop else {}
+        extra: dict[str, Any] = {"stop": stop, "include_stop_str_in_output": True} if stop else {}
+        if self.request_seed is not None and "seed" not in sampling:
+            extra["seed"] = request_seed(self.request_seed, request_id, traj.token_ids)
         output = await self.server_manager.generate(
             request_id=request_id,
             prompt_ids=traj.token_ids,
-            sampling_params={**sampling, "max_tokens": max_tokens, **stops},
+            sampling_params={**sampling, "max_tokens": max_tokens, **extra},
         )
         await traj.add_model_reply(output, self._stop_tail(output.token_ids))
         return self.tokenizer.decode(output.token_ids, skip_special_tokens=True)

@@ -28,7 +28,22 @@ from verl.workers.rollout.replica import TokenOutput
 # sampling lives in teamgym.adapters.agents.sampling (torch only); re-exported for existing imports
 from teamgym.adapters.agents.sampling import _pick, _Request, sample_batch, sample_tokens  # noqa: F401
 
-__all__ = ["LocalModelServer", "ScriptedServer", "policy_reply", "sample_batch", "sample_tokens"]
+__all__ = [
+    "LocalModelServer",
+    "ScriptedServer",
+    "policy_reply",
+    "request_seed",
+    "sample_batch",
+    "sample_tokens",
+]
+
+
+def request_seed(seed: int, request_id: str, prompt_ids: list[int]) -> int:
+    """One request's sampling seed (63 bits), from the run's ``seed``, the request's id and its
+    prompt (length and tail: the turn): the same in every run, distinct across the agents,
+    copies and turns of a step, whatever batch the engine serves it in."""
+    key = hashlib.sha256(f"{seed}/{request_id}/{len(prompt_ids)}/{prompt_ids[-8:]}".encode())
+    return int.from_bytes(key.digest()[:8], "little") & (2**63 - 1)
 
 
 class LocalModelServer:
@@ -92,9 +107,6 @@ class LocalModelServer:
     ) -> TokenOutput:
         """VERL's server interface: sample a reply to ``prompt_ids``."""
         self.calls += 1
-        key = hashlib.sha256(
-            f"{self.seed}/{request_id}/{len(prompt_ids)}/{prompt_ids[-8:]}".encode()
-        ).digest()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[tuple[list[int], list[float]]] = loop.create_future()
         request = _Request(
@@ -103,7 +115,7 @@ class LocalModelServer:
             temperature=float(sampling_params.get("temperature", 1.0)),
             top_p=float(sampling_params.get("top_p", 1.0)),
             generator=torch.Generator().manual_seed(
-                int.from_bytes(key[:8], "little") & (2**63 - 1)
+                request_seed(self.seed, request_id, list(prompt_ids))
             ),
             future=future,
             stop=tuple(s for s in (sampling_params.get("stop") or ()) if s),

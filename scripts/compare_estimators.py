@@ -1,11 +1,13 @@
 """Advantage estimators side by side on the CPU trainer, on a stage where agents take several
 turns: ``listener2``, the listener stage with two rounds (two picks an episode, each
-rewarded), or ``keydoor``, keydoor-v0 easy (both agents trained, one shared model, a reward
-for the key, the door and the treasure).
+rewarded); ``foraging``, a small foraging-v0 (both agents trained, one shared model; each item
+loaded pays at its turn, an invalid command costs at its turn); or ``keydoor``, keydoor-v0 easy
+(the treasure is the only reward).
 
 Per seed the stage's model is built and warmed up once; then each estimator trains from that
 model with the same settings, seeds and budget. Writes ``OUT/summary.json`` (every run's
-held-out curve) and ``OUT/estimators.png``; a killed run resumes where it stopped.
+held-out curves: success and team return) and ``OUT/estimators.png`` (the stage's metric); a
+killed run resumes where it stopped.
 
     .venv/bin/python scripts/compare_estimators.py runs/estimators --seeds 0 1 2 \
         --estimators grpo at_grpo gigpo --steps 40
@@ -47,7 +49,7 @@ STAGES = {
             env_kwargs=FORAGING,
             episodes_per_step=4,
             group_size=8,
-            warmup_steps=150,
+            warmup_steps=400,
             eval_every=5,
             eval_episodes=64,
             gamma=1.0,
@@ -107,17 +109,22 @@ def main() -> None:
             )
             history = train(run, progress=True)
             curve = [(h["step"], h["eval_success"]) for h in history if "eval_success" in h]
-            start = json.loads((run_dir / "start.json").read_text())["eval_success"]
+            returns = [
+                (h["step"], h["eval_team_return"]) for h in history if "eval_team_return" in h
+            ]
+            start_eval = json.loads((run_dir / "start.json").read_text())
+            start = start_eval["eval_success"]
             runs.append(
                 {
                     "seed": seed,
                     "estimator": estimator,
                     "curve": [(0, start), *curve],
+                    "returns": [(0, start_eval["eval"]["team_return"]), *returns],
                     "train_seconds": round(sum(h["seconds"] for h in history), 1),
                     "idle": [h.get("idle") for h in history],
                 }
             )
-            print(f"seed {seed} {estimator}: held-out success {curve}")
+            print(f"seed {seed} {estimator}: held-out success {curve}, team return {returns}")
     summary = {
         "stage": args.stage,
         "settings": json.loads(json.dumps(settings.__dict__, default=str)),
@@ -126,11 +133,12 @@ def main() -> None:
         "machine": machine(),
     }
     (root / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    plot(runs, root / "estimators.png")
+    plot(runs, root / "estimators.png", "returns" if args.stage == "foraging" else "curve")
 
 
-def plot(runs: list[dict], path: Path) -> None:
-    """Held-out success per step: one panel per estimator, a line per seed."""
+def plot(runs: list[dict], path: Path, key: str = "curve") -> None:
+    """Held-out success (``curve``) or team return (``returns``) per step: one panel per
+    estimator, a line per seed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -140,12 +148,14 @@ def plot(runs: list[dict], path: Path) -> None:
     fig, axes = plt.subplots(1, len(names), figsize=(4 * len(names), 3), sharey=True)
     for ax, name in zip([axes] if len(names) == 1 else axes, names, strict=True):
         for r in (r for r in runs if r["estimator"] == name):
-            xs, ys = zip(*r["curve"], strict=True)
+            xs, ys = zip(*r[key], strict=True)
             ax.plot(xs, ys, marker="o", label=f"seed {r['seed']}")
         ax.set_title(name)
         ax.set_xlabel("GRPO step")
-        ax.set_ylim(0, 1.05)
-    (axes if len(names) == 1 else axes[0]).set_ylabel("held-out success (greedy)")
+        if key == "curve":
+            ax.set_ylim(0, 1.05)
+    label = "held-out success" if key == "curve" else "held-out team return"
+    (axes if len(names) == 1 else axes[0]).set_ylabel(f"{label} (greedy)")
     (axes if len(names) == 1 else axes[-1]).legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=100)

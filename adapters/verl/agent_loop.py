@@ -86,6 +86,7 @@ class TeamAgentLoop(TeamLoopBase):
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         """Play one agent's part of one episode; returns its trajectory."""
+        self.seed_step = int(kwargs.get("global_steps") or 0)  # verl's v1 rows carry it
         info = kwargs["extra_info"]
         key = (str(info["episode"]), str(info["agent"]))
         entry = _SLOTS.setdefault(key, [0, 0])  # no await before this: row order

@@ -126,6 +126,7 @@ class TeamEpisodeLoop(TeamLoopBase):
     ) -> list[AgentLoopOutput]:
         """Play one copy of the row's episode; returns one trajectory per trained agent, in
         the env's agent order."""
+        self.seed_step = int(kwargs.get("global_steps") or 0)  # verl's v1 rows carry it
         row = EpisodeRow.from_kwargs(kwargs)
         group = _Quorum.join(str(kwargs.get("uid", row.episode)), row.split != "val")
         try:

@@ -148,10 +148,12 @@ class TeamLoopBase(AgentLoopBase):
         self.end_of_turn = _END_OF_TURN[key][1]
         # vLLM samples a request that carries a seed from its own generator: one seed per
         # request (:func:`request_seed`), so two runs with the same seeds sample alike whatever
-        # batches the engine forms (verl sets one seed per replica, and only under
-        # full_determinism); other engines are sent none
-        engine = str(self.rollout_config.get("name", ""))
-        self.request_seed = int(self.rollout_config.get("seed", 0)) if engine == "vllm" else None
+        # batches the engine forms (verl stamps its replica's one seed on every request, and
+        # only under full_determinism); other engines are sent none
+        engine, seed = str(self.rollout_config.get("name", "")), self.rollout_config.get("seed")
+        seeded = engine == "vllm" and self.settings.seed_requests
+        self.request_seed = int(seed or 0) if seeded else None
+        self.seed_step = 0  # the row's training step (``run`` sets it), mixed into the seeds
 
     def _stop_tail(self, ids: list[int]) -> int:
         """How many trailing tokens of a reply spell its stop string (0: none, or not masked)."""
@@ -197,7 +199,8 @@ class TeamLoopBase(AgentLoopBase):
         stop = list(self.settings.stop)
         extra: dict[str, Any] = {"stop": stop, "include_stop_str_in_output": True} if stop else {}
         if self.request_seed is not None and "seed" not in sampling:
-            extra["seed"] = request_seed(self.request_seed, request_id, traj.token_ids)
+            seed = request_seed(self.request_seed, request_id, traj.token_ids, self.seed_step)
+            extra["seed"] = seed
         output = await self.server_manager.generate(
             request_id=request_id,
             prompt_ids=traj.token_ids,

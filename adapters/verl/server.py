@@ -38,12 +38,14 @@ __all__ = [
 ]
 
 
-def request_seed(seed: int, request_id: str, prompt_ids: list[int]) -> int:
-    """One request's sampling seed (63 bits), from the run's ``seed``, the request's id and its
-    prompt (length and tail: the turn): the same in every run, distinct across the agents,
-    copies and turns of a step, whatever batch the engine serves it in."""
-    key = hashlib.sha256(f"{seed}/{request_id}/{len(prompt_ids)}/{prompt_ids[-8:]}".encode())
-    return int.from_bytes(key.digest()[:8], "little") & (2**63 - 1)
+def request_seed(seed: int, request_id: str, prompt_ids: list[int], step: int = 0) -> int:
+    """One request's sampling seed (63 bits), from the run's ``seed``, the request's id, its
+    prompt (length and tail: the turn) and the training ``step`` (an episode met again in a
+    later epoch draws new noise): the same in every run, distinct across the agents, copies
+    and turns of a step, whatever batch the engine serves it in."""
+    salt = f"/{step}" if step else ""
+    key = f"{seed}/{request_id}/{len(prompt_ids)}/{prompt_ids[-8:]}{salt}"
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little") & (2**63 - 1)
 
 
 class LocalModelServer:

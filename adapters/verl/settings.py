@@ -43,7 +43,13 @@ LOOP_TARGET = "teamgym.adapters.verl.agent_loop.TeamAgentLoop"
 #: The same for the episode loop's entry (one row per episode, v1 trainer); same settings.
 EPISODE_TARGET = "teamgym.adapters.verl.episode_loop.TeamEpisodeLoop"
 #: How the dict form's scalars are read (a hand-written file may say 60 for 60.0, or 0 for false).
-_CASTS = {"max_reply_tokens": int, "join_timeout": float, "turn_timeout": float, "mask_stop": bool}
+_CASTS = {
+    "max_reply_tokens": int,
+    "join_timeout": float,
+    "turn_timeout": float,
+    "mask_stop": bool,
+    "seed_requests": bool,
+}
 #: Keys of a registry entry that are VERL's and Hydra's, not settings of ours.
 _ENTRY_KEYS = {
     "name": "the dataset rows' agent_name",
@@ -79,6 +85,8 @@ class AgentLoopSettings:
     """Stop strings, e.g. ["</action>"]: a reply ends with its command (vLLM stop, kept in the output)."""
     mask_stop: bool = True
     """The tokens that spell a stop string get response_mask 0: context, not trained."""
+    seed_requests: bool = True
+    """vLLM: each request its own sampling seed, so runs repeat (false: faster sampling on GPU)."""
 
     def __post_init__(self) -> None:
         if self.hub not in ("local", "ray"):

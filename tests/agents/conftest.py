@@ -58,7 +58,8 @@ def _vllm_server(model_dir: Path, log_dir: Path) -> Iterator[str]:
     """``http://127.0.0.1:PORT/v1`` of vLLM's OpenAI-compatible server of ``model_dir``, started
     as the docs say (``python -m vllm.entrypoints.openai.api_server``: the CPU build's ``vllm``
     command asks for the distribution ``vllm``), in float32 so that greedy decoding picks what
-    the in-process float32 model picks, eager (no compile at start); stopped, and its ``/dev/shm`` files removed, on exit."""
+    the in-process float32 model picks, eager (no compile at start); stopped, and its
+    ``/dev/shm`` files removed, on exit."""
     from teamgym.adapters.verl.cpu_host import remove_shm_leftovers, shm_entries
 
     with socket.socket() as s:

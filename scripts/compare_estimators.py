@@ -20,6 +20,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from teamgym.adapters.cpu.args import TrainArgs
 from teamgym.adapters.cpu.trainer import train
 from teamgym.benchmarks.learn.base import (
     BENCHMARK,
@@ -34,6 +35,24 @@ from teamgym.benchmarks.learn.base import (
 #: item loaded pays its loaders at that turn (a uniformly random team earns 0.45 of 1 on average)
 FORAGING = {"size": 4, "num_items": 2, "max_agent_level": 2, "max_steps": 10}
 
+
+def _grid_stage(env: str, env_kwargs: dict, warmup_steps: int) -> tuple[TrainArgs, dict]:
+    """A grid-world stage: both agents trained on the benchmark learner, 4 seeds x 8 copies a
+    step, held-out figures on 64 seeds every 5 steps, ``gamma`` 1."""
+    settings = replace(
+        BENCHMARK,
+        env=env,
+        env_kwargs=env_kwargs,
+        episodes_per_step=4,
+        group_size=8,
+        warmup_steps=warmup_steps,
+        eval_every=5,
+        eval_episodes=64,
+        gamma=1.0,
+    )
+    return settings, {**LEARNER, "corpus_envs": (env,)}
+
+
 #: stage -> (settings, model): what each estimator trains with
 STAGES = {
     "listener2": (
@@ -42,34 +61,8 @@ STAGES = {
         ),
         LISTENER_MODEL,
     ),
-    "foraging": (
-        replace(
-            BENCHMARK,
-            env="foraging-v0",
-            env_kwargs=FORAGING,
-            episodes_per_step=4,
-            group_size=8,
-            warmup_steps=400,
-            eval_every=5,
-            eval_episodes=64,
-            gamma=1.0,
-        ),
-        {**LEARNER, "corpus_envs": ("foraging-v0",)},
-    ),
-    "keydoor": (
-        replace(
-            BENCHMARK,
-            env="keydoor-v0",
-            env_kwargs={"difficulty": "easy"},
-            episodes_per_step=4,
-            group_size=8,
-            warmup_steps=300,
-            eval_every=5,
-            eval_episodes=64,
-            gamma=1.0,
-        ),
-        {**LEARNER, "corpus_envs": ("keydoor-v0",)},
-    ),
+    "foraging": _grid_stage("foraging-v0", FORAGING, warmup_steps=400),
+    "keydoor": _grid_stage("keydoor-v0", {"difficulty": "easy"}, warmup_steps=300),
 }
 
 

@@ -169,8 +169,16 @@ def test_a_person_plays_signal_with_an_llm_teammate_in_the_browser(
         args = ["play", "signal-v1", "--web", "--port", "0", "--agent", "robot_1"]
         args += ["--teammates", json.dumps(teammate), "--out", str(out)]
         play = web_play(args, env={"WEB_TEST_KEY": SECRET})
-        shown = _play_in_browser(browser, play, signal_choice)
-        assert SECRET not in browser.page_source and SECRET not in json.dumps(play.state())
+        states: list[str] = []  # the page's API, read while a turn is open (the server stops
+        # once the page has shown the end, so a read after the last reply races its exit)
+
+        def choose(observation: str, actions: list[str]) -> tuple[str, str]:
+            states.append(json.dumps(play.state()))
+            return signal_choice(observation, actions)
+
+        shown = _play_in_browser(browser, play, choose)
+        assert SECRET not in browser.page_source
+        assert states and not [s for s in states if SECRET in s]
         result = _text(_wait(browser, ".result")[0])
         _wait(browser, "body[data-over='1']")  # the page says the session is over
         assert "The session has ended" in _text(browser.find_element(By.ID, "waiting"))

@@ -25,6 +25,64 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+#: The suite runs on 2 pytest-xdist workers (``-n 2 --dist loadscope`` in pyproject.toml), a
+#: test module to a worker at a time, so its module fixtures are built once. These modules
+#: share a scope, run one after another: ``vllm`` starts vLLM engines (both cores each, and
+#: ``/dev/shm`` files every run checks it leaves none of: two at once would see each other's);
+#: ``reference`` builds the reference engines' venv (``.venv-ref``) on first use.
+XDIST_GROUPS = {
+    "tests/adapters/test_verl_cpu_host.py": "vllm",
+    "tests/adapters/test_verl_main_ppo.py": "vllm",
+    "tests/agents/test_vllm_serve.py": "vllm",
+    "tests/envs/test_hanabi.py": "reference",
+    "tests/envs/test_kitchen.py": "reference",
+}
+#: Scopes handed out first (xdist deals them in collection order): the longest, so that no
+#: long one starts last while the other worker idles.
+LONG_FIRST = (
+    "vllm",
+    "tests/benchmarks/test_learning.py",
+    "tests/adapters/test_cpu_trainer.py",
+    "tests/adapters/test_verl_v1.py",
+    "tests/agents/test_pretrained.py",
+    "tests/benchmarks/test_verl_throughput.py",
+    "tests/adapters/test_verl_dataset_and_config.py",
+)
+
+
+def _xdist_scope(nodeid: str) -> str:
+    """The scope a test runs in: its module, or its module's group in :data:`XDIST_GROUPS`."""
+    module = nodeid.split("::", 1)[0]
+    return XDIST_GROUPS.get(module, module)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The scopes of :data:`LONG_FIRST` lead the collection (a stable sort: the rest keep
+    their order, and every module stays contiguous)."""
+
+    def rank(item: pytest.Item) -> int:
+        scope = _xdist_scope(item.nodeid)
+        return LONG_FIRST.index(scope) if scope in LONG_FIRST else len(LONG_FIRST)
+
+    items.sort(key=rank)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadscope`` with :func:`_xdist_scope`'s scopes, dealt in collection order.
+    (xdist's ``loadgroup`` marks cannot be used: xdist 3.8 renames a test through a field
+    pytest 9.2 no longer reads.)"""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _xdist_scope(nodeid)
+
+    config.option.loadscopereorder = False
+    return ModuleGroups(config, log)
+
 
 def _run_python(
     code: str, *, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 300

@@ -531,37 +531,6 @@ def test_main_ppo_colocated_async_trains_on_whole_episodes(
     _assert_turn_advantages(run, "gigpo", 0.9, per_step=8)
 
 
-@pytest.mark.slow
-def test_weight_sync_check_catches_vllm_serving_stale_weights(
-    vllm_model_dir, dataset_dir, tmp_path
-) -> None:
-    """The negative control of the sync checks above: vLLM gets the first weights but none after
-    step 1 (``TEAMGYM_VLLM_SKIP_SYNC``), so step 2's rollout comes from step 1's weights while the
-    actor scores it with its updated ones; the same figures fall outside the bounds. (The
-    per-agent rows of the v1 trainer are run here.)"""
-    run = tmp_path / "run"
-    rc, log = _run_main_ppo(
-        vllm_model_dir,
-        dataset_dir,
-        run,
-        *VLLM,
-        "actor_rollout_ref.actor.optim.lr=3e-3",
-        env={"TEAMGYM_VLLM_SKIP_SYNC": "1"},
-    )
-    assert rc == 0, f"main_ppo exited with {rc}:\n{log[-6000:]}"
-    steps = _steps(run)
-    _assert_synced(steps[1], 1)  # the first sync did happen
-    stale = steps[2]
-    assert stale["rollout_corr/log_ppl_abs_diff"] > SYNCED_LOG_PPL, stale[
-        "rollout_corr/log_ppl_abs_diff"
-    ]
-    assert stale["training/rollout_actor_probs_pearson_corr"] < SYNCED_CORR
-    print(
-        f"stale weights in step 2: log_ppl_abs_diff {stale['rollout_corr/log_ppl_abs_diff']:.3f}, "
-        f"pearson {stale['training/rollout_actor_probs_pearson_corr']:.3f}"
-    )
-
-
 def test_team_agent_loop_reports_the_weight_version_of_its_trajectory(
     make_cfg, make_batch, tokenizer
 ) -> None:
@@ -599,6 +568,7 @@ ENGINE_RUN = (
     "data.train_batch_size=2",
     "actor_rollout_ref.rollout.temperature=0.7",
     "actor_rollout_ref.rollout.top_p=0.9",
+    "actor_rollout_ref.actor.optim.lr=3e-3",  # a step that moves the weights (the stale run)
 )
 
 
@@ -607,6 +577,24 @@ def engine_run(vllm_model_dir, episode_dataset_dir, tmp_path_factory) -> Path:
     """The engine-features run through ``main_ppo`` (2 steps), shared by the two tests below."""
     run = tmp_path_factory.mktemp("engine") / "run"
     rc, log = _run_main_ppo(vllm_model_dir, episode_dataset_dir, run, *ENGINE_RUN)
+    assert rc == 0, f"main_ppo exited with {rc}:\n{log[-6000:]}"
+    assert sorted(_steps(run)) == [1, 2]
+    return run
+
+
+@pytest.fixture(scope="module")
+def stale_run(vllm_model_dir, episode_dataset_dir, tmp_path_factory) -> Path:
+    """The engine-features run again, same data and seeds, with vLLM given the first weights
+    but none after step 1 (``TEAMGYM_VLLM_SKIP_SYNC``): step 1 must repeat the first run's, and
+    step 2's rollout comes from the old weights (the weight-sync check's negative control)."""
+    run = tmp_path_factory.mktemp("stale") / "run"
+    rc, log = _run_main_ppo(
+        vllm_model_dir,
+        episode_dataset_dir,
+        run,
+        *ENGINE_RUN,
+        env={"TEAMGYM_VLLM_SKIP_SYNC": "1"},
+    )
     assert rc == 0, f"main_ppo exited with {rc}:\n{log[-6000:]}"
     assert sorted(_steps(run)) == [1, 2]
     return run
@@ -669,39 +657,58 @@ def test_the_engine_features_the_agent_loop_relies_on_through_vllm(
 
 @pytest.mark.slow
 def test_two_main_ppo_runs_with_the_same_seeds_train_on_the_same_trajectories(
-    engine_run, vllm_model_dir, episode_dataset_dir, tmp_path
+    engine_run, stale_run
 ) -> None:
-    """Issue 38's reproducibility: the engine-features run again, same data and seeds. verl
-    collects trajectories in the order they finish, so the two runs are compared as multisets:
-    the same trajectories (prompt, response and mask tokens) in each step, each with the same
-    advantages. (Sampling at 0.7 / 0.9 is reproducible because every request carries its own
-    seed; the step-2 weights may differ in the last bits, as verl sums step 1's gradients in the
-    order its trajectories finished.)"""
-    again = tmp_path / "run"
-    rc, log = _run_main_ppo(vllm_model_dir, episode_dataset_dir, again, *ENGINE_RUN)
-    assert rc == 0, f"main_ppo exited with {rc}:\n{log[-6000:]}"
+    """Issue 38's reproducibility: the engine-features run made twice, same data and seeds
+    (the second is :func:`stale_run`, whose vLLM misses the sync after step 1: its step 1 is the
+    first run's step 1, rollout and update). verl collects trajectories in the order they
+    finish, so the runs are compared as multisets: step 1's requests to vLLM (prompt, seed) and
+    trajectories (prompt, response and mask tokens), each with the same advantages. (Sampling
+    at 0.7 / 0.9 is reproducible because every request carries its own seed.)"""
 
     def trajectories(run: Path) -> list[tuple[Any, ...]]:
         rows = [r for r in _jsonl(run / "train_batch.jsonl") if not r["key"].startswith("pad")]
         return sorted(
             (
-                r["step"],
                 tuple(r["prompt_ids"]),
                 tuple(r["response_ids"]),
                 tuple(r["response_mask"]),
                 tuple(round(a, 5) for a in r["advantages"]),
             )
             for r in rows
+            if r["step"] == 1
         )
 
     def requests(run: Path) -> list[tuple[Any, ...]]:
         served = [r for r in _jsonl(run / "vllm_requests.jsonl") if r["event"] == "generate"]
-        return sorted((r["global_steps"], r["prompt_ids"], r["sampling"]["seed"]) for r in served)
+        return sorted((r["prompt_ids"], r["sampling"]["seed"]) for r in served
+                      if r["global_steps"] == 0)  # fmt: skip
 
-    assert requests(engine_run) == requests(again), "other prompts or other seeds sent to vLLM"
-    first, second = trajectories(engine_run), trajectories(again)
-    steps = [t[0] for t in first]  # 2 episodes x n=2 x 2 agents a step
-    assert (steps.count(1), steps.count(2)) == (8, 8), steps
-    assert [t[:4] for t in first] == [t[:4] for t in second], "other trajectories"
+    sent = requests(engine_run)
+    assert sent and sent == requests(stale_run), "other prompts or seeds sent to vLLM"
+    first, second = trajectories(engine_run), trajectories(stale_run)
+    assert len(first) == 8, len(first)  # 2 episodes x n=2 x 2 agents
+    assert [t[:3] for t in first] == [t[:3] for t in second], "other trajectories"
     assert first == second, "the same trajectories, other advantages"
-    assert len({t[2] for t in first}) > 2, "sampling should vary between copies"
+    assert len({t[1] for t in first}) > 2, "sampling should vary between copies"
+    assert _steps(engine_run)[1]["actor/loss"] == pytest.approx(_steps(stale_run)[1]["actor/loss"])
+
+
+@pytest.mark.slow
+def test_weight_sync_check_catches_vllm_serving_stale_weights(engine_run, stale_run) -> None:
+    """The negative control of the weight-sync check (:func:`_assert_synced`): the
+    engine-features run with vLLM missing the sync after step 1, so step 2's rollout comes
+    from the first weights while the actor scores it with its updated ones; the figures fall
+    outside the bounds, and far beyond the synced twin's step 2. (At top-p 0.9 vLLM's log-probs
+    are the nucleus's and the actor's are not, so the synced twin itself sits near the bounds:
+    the runs at top-p 1 above pass them.)"""
+    twin, steps = _steps(engine_run)[2], _steps(stale_run)
+    ppl, corr = "rollout_corr/log_ppl_abs_diff", "training/rollout_actor_probs_pearson_corr"
+    assert steps[1][ppl] < SYNCED_LOG_PPL, steps[1][ppl]  # the first sync happened
+    stale = steps[2]
+    assert stale[ppl] > max(SYNCED_LOG_PPL, 10 * twin[ppl]), (stale[ppl], twin[ppl])
+    assert stale[corr] < min(SYNCED_CORR, twin[corr]), (stale[corr], twin[corr])
+    print(
+        f"step 2, stale weights: log_ppl_abs_diff {stale[ppl]:.3f}, pearson {stale[corr]:.3f}; "
+        f"synced: {twin[ppl]:.3f}, {twin[corr]:.3f}"
+    )

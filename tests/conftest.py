@@ -27,26 +27,37 @@ REPO = Path(__file__).resolve().parents[1]
 
 #: The suite runs on 2 pytest-xdist workers (``-n 2 --dist loadscope`` in pyproject.toml), a
 #: test module to a worker at a time, so its module fixtures are built once. These modules
-#: share a scope, run one after another: ``vllm`` starts vLLM engines (both cores each, and
-#: ``/dev/shm`` files every run checks it leaves none of: two at once would see each other's);
-#: ``reference`` builds the reference engines' venv (``.venv-ref``) on first use.
+#: share a scope, run one after another: ``engines`` start Ray, TransferQueue, verl's workers
+#: or vLLM (two such stacks at once ran past Ray's memory limit on 24 GiB, and each vLLM run
+#: checks it leaves no ``/dev/shm`` files, which another's would break); ``reference`` builds
+#: the reference engines' venv (``.venv-ref``) on first use.
+ENGINES = (
+    "tests/adapters/test_verl_agent_loop.py",
+    "tests/adapters/test_verl_cluster.py",
+    "tests/adapters/test_verl_cpu_host.py",
+    "tests/adapters/test_verl_dataset_and_config.py",
+    "tests/adapters/test_verl_main_ppo.py",
+    "tests/adapters/test_verl_registry.py",
+    "tests/adapters/test_verl_sampler.py",
+    "tests/adapters/test_verl_tq_writes.py",
+    "tests/adapters/test_verl_v1.py",
+    "tests/agents/test_vllm_serve.py",
+    "tests/benchmarks/test_verl_throughput.py",
+    "tests/rl/test_rllib.py",
+)
 XDIST_GROUPS = {
-    "tests/adapters/test_verl_cpu_host.py": "vllm",
-    "tests/adapters/test_verl_main_ppo.py": "vllm",
-    "tests/agents/test_vllm_serve.py": "vllm",
+    **dict.fromkeys(ENGINES, "engines"),
     "tests/envs/test_hanabi.py": "reference",
     "tests/envs/test_kitchen.py": "reference",
 }
 #: Scopes handed out first (xdist deals them in collection order): the longest, so that no
 #: long one starts last while the other worker idles.
 LONG_FIRST = (
-    "vllm",
+    "engines",
     "tests/benchmarks/test_learning.py",
     "tests/adapters/test_cpu_trainer.py",
-    "tests/adapters/test_verl_v1.py",
     "tests/agents/test_pretrained.py",
-    "tests/benchmarks/test_verl_throughput.py",
-    "tests/adapters/test_verl_dataset_and_config.py",
+    "tests/test_docs.py",
 )
 
 
@@ -59,6 +70,8 @@ def _xdist_scope(nodeid: str) -> str:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The scopes of :data:`LONG_FIRST` lead the collection (a stable sort: the rest keep
     their order, and every module stays contiguous)."""
+    if missing := [m for m in XDIST_GROUPS if not (REPO / m).is_file()]:
+        raise pytest.UsageError(f"tests/conftest.py's XDIST_GROUPS names no such file: {missing}")
 
     def rank(item: pytest.Item) -> int:
         scope = _xdist_scope(item.nodeid)

@@ -336,13 +336,22 @@ def test_main_ppo_team_grpo_through_vllm_survives_a_crash_and_padding_and_learns
     non-zero and, with no entropy bonus and no KL loss, the gradient is the policy gradient's
     alone. The update must move the policy: step 2's 20 rows make 2 mini-batches, and the second
     is scored after the first's optimizer step, so the actor's ``ppo_kl`` is non-zero (GRPO's
-    on-policy loss cannot show it: it averages advantages that sum to zero per group)."""
+    on-policy loss cannot show it: it averages advantages that sum to zero per group).
+
+    The rewards are difference rewards (``sharing.mode: difference``, issue 41): each agent's
+    turn earns the team score less the team score had it idled. In signal a correct pick earns
+    the listener 1 and the speaker 1; had the listener idled (an empty reply: a pick has no
+    idle action) the team would score nothing and pay the 0.01 invalid-reply penalty, so the
+    pick's turn earns 2.01. The speaker only waits in that step, so its turn earns nothing of
+    the pick. Every other turn earns a penalty's worth (0.01) or two at most; ``mixed`` sharing
+    (the default) would give both agents 1.5 per correct pick."""
     run = tmp_path / "run"
     rc, log = _run_main_ppo(
         vllm_model_dir,
         episode_dataset_dir,
         run,
         *VLLM,
+        '--loop={"sharing": {"mode": "difference"}}',
         "algorithm.adv_estimator=team_grpo",
         "data.train_batch_size=3",
         "actor_rollout_ref.actor.ppo_mini_batch_size=5",
@@ -364,6 +373,10 @@ def test_main_ppo_team_grpo_through_vllm_survives_a_crash_and_padding_and_learns
         _assert_synced(m, step)
     assert abs(steps[2]["actor/ppo_kl"]) > 1e-6, steps[2]["actor/ppo_kl"]
     assert assert_token_continuity(run) > 0
+    turns = [x for r in _jsonl(run / "train_batch.jsonl") for x in r["turn_scores"] or []]
+    picked = [x for x in turns if abs(x) > 0.1]  # a correct pick's turn, and only those
+    assert picked and all(x == pytest.approx(2.01, abs=1e-6) for x in picked), picked
+    assert all(abs(x) <= 0.02 + 1e-6 for x in turns if abs(x) <= 0.1), sorted(turns)
 
 
 def _assert_turn_advantages(run: Path, estimator: str, gamma: float, per_step: int) -> int:

@@ -522,8 +522,9 @@ def test_main_ppo_colocated_async_trains_on_whole_episodes(
     """verl's asynchronous trainer (``colocate_async``: rollouts run ahead of the update, one
     warm-up batch) on episode rows, with staleness control on: 2 steps train, step 2 on
     trajectories begun on the weights one update old (what makes it asynchronous; one may
-    finish on the new weights), every group a whole episode. The estimator is ``gigpo`` (episode groups plus step groups of copies that
-    saw the same observation): its advantages are checked (:func:`_assert_turn_advantages`)."""
+    finish on the new weights), every group a whole episode. The estimator is ``gigpo``
+    (episode groups plus step groups of copies that saw the same observation): its advantages
+    are checked (:func:`_assert_turn_advantages`)."""
     run = tmp_path / "run"
     rc, log = _run_main_ppo(
         vllm_model_dir,
@@ -701,8 +702,8 @@ def test_two_main_ppo_runs_with_the_same_seeds_train_on_the_same_trajectories(
 
     def requests(run: Path) -> list[tuple[Any, ...]]:
         served = [r for r in _jsonl(run / "vllm_requests.jsonl") if r["event"] == "generate"]
-        return sorted((r["prompt_ids"], r["sampling"]["seed"]) for r in served
-                      if r["global_steps"] == 0)  # fmt: skip
+        step_1 = [r for r in served if r["global_steps"] == 0]  # step 1's weights
+        return sorted((r["prompt_ids"], r["sampling"]["seed"]) for r in step_1)
 
     sent = requests(engine_run)
     assert sent and sent == requests(stale_run), "other prompts or seeds sent to vLLM"

@@ -2,7 +2,9 @@
 turns: ``listener2``, the listener stage with two rounds (two picks an episode, each
 rewarded); ``foraging``, a small foraging-v0 (both agents trained, one shared model; each item
 loaded pays at its turn, an invalid command costs at its turn); or ``keydoor``, keydoor-v0 easy
-(the treasure is the only reward).
+(the treasure is the only reward); or ``team``, phase 2 of ``teamgym learn-bench team`` (one
+shared model plays both agents of signal-v0 with 3 candidates, one turn each: the speaker's
+message, then the listener's pick), from the seed's own phase 1, run once.
 
 Per seed the stage's model is built and warmed up once; then each estimator trains from that
 model with the same settings, seeds and budget. Writes ``OUT/summary.json`` (every run's
@@ -27,9 +29,11 @@ from teamgym.benchmarks.learn.base import (
     LEARNER,
     LISTENER,
     LISTENER_MODEL,
+    build_stage_model,
     machine,
     warm_start,
 )
+from teamgym.benchmarks.learn.team import TEAM, phase_args
 
 #: foraging-v0 made small enough to learn on 2 cores: a 4 x 4 field, 2 items, 10 turns; each
 #: item loaded pays its loaders at that turn (a uniformly random team earns 0.45 of 1 on average)
@@ -63,7 +67,24 @@ STAGES = {
     ),
     "foraging": _grid_stage("foraging-v0", FORAGING, warmup_steps=400),
     "keydoor": _grid_stage("keydoor-v0", {"difficulty": "easy"}, warmup_steps=300),
+    "team": (TEAM, LISTENER_MODEL),
 }
+
+
+def team_start(seed_dir: Path, seed: int, steps: int) -> tuple[TrainArgs, str]:
+    """The team stage's start, as ``learn-bench team`` makes it: phase 1 (the listener stage)
+    trained once under ``seed_dir/listener``, then phase 2's format warm-up (the speaker's turns
+    the palette babbler's, the listener's phase 1's greedy replies) once under
+    ``seed_dir/warmup``; returns phase 2's settings with ``steps`` steps, and the warmed model."""
+    from teamgym.adapters.cpu.run_state import RunDir
+    from teamgym.adapters.cpu.warmup import warm_up
+
+    model_dir, _ = build_stage_model(seed_dir, LISTENER_MODEL, seed)
+    first, both = phase_args(seed_dir, seed, model_dir)
+    train(replace(first, resume=(Path(first.out) / "metrics.jsonl").exists()), progress=True)
+    base = replace(both, out=str(seed_dir / "warmup"), steps=steps)
+    RunDir(base.out).start(base)
+    return base, warm_up(base.warmup, base.evaluation, seed_dir / "warmup")
 
 
 def main() -> None:
@@ -88,7 +109,10 @@ def main() -> None:
     for seed in args.seeds:
         # 1. the seed's model, warmed up once (reused on resume under the same settings)
         seed_dir = root / f"seed{seed}"
-        base, start_model = warm_start(seed_dir, settings, model, seed, args.steps)
+        if args.stage == "team":
+            base, start_model = team_start(seed_dir, seed, args.steps)
+        else:
+            base, start_model = warm_start(seed_dir, settings, model, seed, args.steps)
         # 2. each estimator from the warmed-up model
         for estimator in args.estimators:
             run_dir = seed_dir / estimator

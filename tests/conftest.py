@@ -54,6 +54,7 @@ XDIST_GROUPS = {
 #: long one starts last while the other worker idles.
 LONG_FIRST = (
     "engines",
+    "tests/agents/test_vllm_model.py",  # builds the engines' vLLM model on the other worker
     "tests/benchmarks/test_learning.py",
     "tests/adapters/test_cpu_trainer.py",
     "tests/agents/test_pretrained.py",
@@ -162,25 +163,43 @@ def tokenizer(model_dir):
     return AutoTokenizer.from_pretrained(model_dir)
 
 
+def shared_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A temporary folder every xdist worker of this run shares (the run's own under ``-n0``)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def vllm_model_dir(tmp_path_factory) -> Path:
     """A local model vLLM's CPU build serves (2 heads: head size 32; the default 4 give 16, which
     its CPU attention refuses), warmed up on signal-v0's random teacher as a user would
     (``teamgym model init``, ``teamgym train --warmup-steps``): it writes valid replies often
     enough, chosen at random, that the copies of an episode score differently and GRPO has a
-    signal (an untrained model never names a valid action, so every advantage would be 0)."""
-    root = tmp_path_factory.mktemp("vllm-model")
-    teamgym = [sys.executable, "-m", "teamgym"]
-    steps = [
-        [*teamgym, "model", "init", "--out", str(root / "init"), "--heads", "2"],
-        [*teamgym, "train", "--model", str(root / "init"), "--out", str(root / "warm"),
-         "--env", "signal-v0", "--env-arg", "num_rounds=2", "--steps", "0",
-         "--warmup-steps", "200", "--warmup-policy", "random", "--eval-episodes", "8", "--quiet"],
-    ]  # fmt: skip
-    for cmd in steps:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, f"{cmd[3:5]}: {proc.stdout[-2000:]}{proc.stderr[-3000:]}"
-    return root / "warm" / "warmup_model"
+    signal (an untrained model never names a valid action, so every advantage would be 0).
+    Built once per run, under a lock, in a folder both workers share: the light worker builds it
+    first (``tests/agents/test_vllm_model.py`` leads its queue), off the engines' critical path."""
+    import fcntl
+
+    root = shared_tmp(tmp_path_factory) / "vllm-model"
+    model, built = root / "warm" / "warmup_model", root / "built"
+    root.mkdir(exist_ok=True)
+    with open(root / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits here while one builds
+        if built.exists():
+            return model
+        teamgym = [sys.executable, "-m", "teamgym"]
+        steps = [
+            [*teamgym, "model", "init", "--out", str(root / "init"), "--heads", "2"],
+            [*teamgym, "train", "--model", str(root / "init"), "--out", str(root / "warm"),
+             "--env", "signal-v0", "--env-arg", "num_rounds=2", "--steps", "0",
+             "--warmup-steps", "200", "--warmup-policy", "random", "--eval-episodes", "8",
+             "--quiet"],
+        ]  # fmt: skip
+        for cmd in steps:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            assert proc.returncode == 0, f"{cmd[3:5]}: {proc.stdout[-2000:]}{proc.stderr[-3000:]}"
+        built.touch()
+    return model
 
 
 #: The reference engines, pinned: what the rule and dynamics tests compare against.

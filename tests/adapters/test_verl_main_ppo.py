@@ -434,8 +434,8 @@ def _assert_turn_advantages(run: Path, estimator: str, gamma: float, per_step: i
     return several
 
 
-#: CI trains ``team_at_grpo`` (with DAPO and refills) and ``gigpo`` (asynchronous) through
-#: ``main_ppo`` in the two tests below this one; this test runs the estimators named in
+#: CI trains ``team_at_grpo`` (with DAPO and refills) and ``team_gigpo`` (asynchronous) through
+#: ``main_ppo`` in the tests below this one; this test runs the estimators named in
 #: ``TEAMGYM_MAIN_PPO_ESTIMATORS`` on their own, with padded batches (about 150 s each; a
 #: documented run in docs/guides/credit.md), and is skipped when none is named.
 TURN_ESTIMATORS = [e for e in os.environ.get("TEAMGYM_MAIN_PPO_ESTIMATORS", "").split(",") if e]
@@ -522,21 +522,29 @@ def test_main_ppo_colocated_async_trains_on_whole_episodes(
     """verl's asynchronous trainer (``colocate_async``: rollouts run ahead of the update, one
     warm-up batch) on episode rows, with staleness control on: 2 steps train, step 2 on
     trajectories begun on the weights one update old (what makes it asynchronous; one may
-    finish on the new weights), every group a whole episode. The estimator is ``gigpo``
-    (episode groups plus step groups of copies that saw the same observation): its advantages
-    are checked (:func:`_assert_turn_advantages`)."""
+    finish on the new weights), every group a whole episode. The estimator is ``team_gigpo``
+    (the whole episode's groups plus step groups of copies that saw the same observation): its
+    advantages are checked (:func:`_assert_turn_advantages`). Per-agent groups train
+    asynchronously in the next test."""
     run = tmp_path / "run"
     rc, log = _run_main_ppo(
         vllm_model_dir,
         episode_dataset_dir,
         run,
         *VLLM,
-        "algorithm.adv_estimator=gigpo",
+        "algorithm.adv_estimator=team_gigpo",
         "algorithm.gamma=0.9",
         "data.train_batch_size=2",
         "trainer.v1.trainer_mode=colocate_async",
         "trainer.v1.sampler.max_off_policy_threshold=2",
     )
+    _assert_async(run, rc, log)
+    _assert_turn_advantages(run, "team_gigpo", 0.9, per_step=8)
+
+
+def _assert_async(run: Path, rc: int, log: str) -> dict[int, dict[str, Any]]:
+    """A ``colocate_async`` run's 2 steps: step 2 trained on trajectories begun on the weights one
+    update old, 2 whole episodes (2 agents x 2 copies) a step. Returns the steps' metrics."""
     assert rc == 0, f"main_ppo exited with {rc}:\n{log[-6000:]}"
     steps = _steps(run)
     assert sorted(steps) == [1, 2]
@@ -549,7 +557,63 @@ def test_main_ppo_colocated_async_trains_on_whole_episodes(
     groups = _episode_groups(run)
     assert sorted(step for step, _ in groups) == [1, 1, 2, 2]
     assert all(len(rows) == 4 for rows in groups.values()), groups  # 2 agents x 2 copies
-    _assert_turn_advantages(run, "gigpo", 0.9, per_step=8)
+    return steps
+
+
+@pytest.mark.slow
+def test_main_ppo_per_agent_grpo_filters_whole_episodes(
+    vllm_model_dir, episode_dataset_dir, tmp_path
+) -> None:
+    """Per-agent ``grpo`` (each agent's copies one group) with DAPO's ``filter_groups`` on the
+    episode metric ``team_return``: every trained episode is whole (2 agents x 2 copies) and
+    its copies' team returns differ, no step is padded, and each trajectory's advantage is what
+    verl's ``compute_grpo_outcome_advantage`` gives its return in its agent's group. With the
+    tests above, DAPO trains under per-agent and team groups. (Under ``colocate_async`` the
+    warm-up batch went to step 1's refills, so step 2 ran on fresh weights: that pairing shows
+    no asynchrony in 2 steps, and the asynchronous trainer is tested above on its own.)"""
+    import torch
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+
+    run = tmp_path / "run"
+    rc, log = _run_main_ppo(
+        vllm_model_dir,
+        episode_dataset_dir,
+        run,
+        *VLLM,
+        "data.train_batch_size=2",
+        "algorithm.filter_groups.enable=true",
+        "algorithm.filter_groups.metric=team_return",
+    )
+    assert rc == 0, f"main_ppo exited with {rc}:\n{log[-6000:]}"
+    assert _padding(log) == [], _padding(log)
+    steps = _steps(run)
+    assert sorted(steps) == [1, 2]
+    groups = _episode_groups(run)
+    assert sorted(step for step, _ in groups) == [1, 1, 2, 2]  # 2 whole episodes a step
+    assert all(len(rows) == 4 for rows in groups.values()), groups  # 2 agents x 2 copies
+    for (step, uid), rows in groups.items():
+        assert len({r["team_return"] for r in rows}) > 1, (step, uid, "DAPO should evict it")
+    trained = [r for r in _jsonl(run / "train_batch.jsonl") if not r["key"].startswith("pad")]
+    assert {r["uid"] for r in trained} == {r["key"].rsplit("_", 2)[0] for r in trained}
+    for step in (1, 2):
+        mine = [r for r in trained if r["step"] == step]
+        width = max(len(r["response_mask"]) for r in mine)
+        rewards, mask = torch.zeros(len(mine), width), torch.zeros(len(mine), width)
+        for i, r in enumerate(mine):
+            n = len(r["response_mask"])
+            rewards[i, :n], mask[i, :n] = (
+                torch.tensor(r["rm_scores"]),
+                torch.tensor(r["response_mask"], dtype=torch.float32),
+            )
+        want, _ = compute_grpo_outcome_advantage(rewards, mask, [r["uid"] for r in mine])
+        for i, r in enumerate(mine):
+            got = torch.tensor(r["advantages"])
+            torch.testing.assert_close(got, want[i, : len(got)], atol=1e-5, rtol=0)
+    evicted = [m.get("training/filter_groups/evicted_samples", 0) for m in steps.values()]
+    for step, m in steps.items():
+        assert m["actor/grad_norm"] > 0, step
+        _assert_synced(m, step)
+    print(f"DAPO evicted {evicted} episodes in steps 1 and 2 (per-agent grpo)")
 
 
 def test_team_agent_loop_reports_the_weight_version_of_its_trajectory(

@@ -4,7 +4,8 @@ rewarded); ``foraging``, a small foraging-v0 (both agents trained, one shared mo
 loaded pays at its turn, an invalid command costs at its turn); or ``keydoor``, keydoor-v0 easy
 (the treasure is the only reward); or ``team``, phase 2 of ``teamgym learn-bench team`` (one
 shared model plays both agents of signal-v0 with 3 candidates, one turn each: the speaker's
-message, then the listener's pick), from the seed's own phase 1, run once.
+message, then the listener's pick), from the seed's own phase 1, run once; or, one turn per
+agent, ``listener`` and ``sharing``, learn-bench's stages of those names.
 
 Per seed the stage's model is built and warmed up once; then each estimator trains from that
 model with the same settings, seeds and budget. Writes ``OUT/summary.json`` (every run's
@@ -33,6 +34,8 @@ from teamgym.benchmarks.learn.base import (
     machine,
     warm_start,
 )
+from teamgym.benchmarks.learn.sharing import MODEL as SHARING_MODEL
+from teamgym.benchmarks.learn.sharing import SETTINGS as SHARING
 from teamgym.benchmarks.learn.team import TEAM, phase_args
 
 #: foraging-v0 made small enough to learn on 2 cores: a 4 x 4 field, 2 items, 10 turns; each
@@ -68,6 +71,10 @@ STAGES = {
     "foraging": _grid_stage("foraging-v0", FORAGING, warmup_steps=400),
     "keydoor": _grid_stage("keydoor-v0", {"difficulty": "easy"}, warmup_steps=300),
     "team": (TEAM, LISTENER_MODEL),
+    # one turn per agent: learn-bench's listener stage (the expert speaks, one listener
+    # trained) and sharing stage (public goods, weight 0.7), as those stages run them
+    "listener": (LISTENER, LISTENER_MODEL),
+    "sharing": (SHARING, SHARING_MODEL),
 }
 
 
@@ -150,7 +157,11 @@ def main() -> None:
         "machine": machine(),
     }
     (root / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    plot(runs, root / "estimators.png", "returns" if args.stage == "foraging" else "curve")
+    plot(
+        runs,
+        root / "estimators.png",
+        "returns" if args.stage in ("foraging", "sharing") else "curve",
+    )
 
 
 def plot(runs: list[dict], path: Path, key: str = "curve") -> None:

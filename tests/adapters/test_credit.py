@@ -131,3 +131,23 @@ def test_on_one_turn_trajectories_at_grpo_is_verls_grpo(scores: list[float], dat
     alone = [i for i, g in enumerate(groups) if groups.count(g) == 1]
     verl[alone] = 0.0  # a group of one: verl keeps the raw score, teamgym gives none
     assert torch.equal(ours, verl)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    scores=st.lists(st.sampled_from([0.0, 0.1, 0.25, -0.5, 1.0]), min_size=2, max_size=12),
+    data=st.data(),
+)
+def test_on_one_turn_from_one_observation_gigpo_is_twice_grpo(scores: list[float], data) -> None:
+    """Where each agent takes one turn and every copy of a seed sees the same observation (the
+    listener and sharing stages), GiGPO's step groups are its episode groups, and with step
+    weight 1 each advantage is twice AT-GRPO's (= GRPO's): docs/results/credit.md."""
+    from teamgym.adapters.credit import at_grpo_advantages, gigpo_advantages
+
+    groups = data.draw(st.lists(st.sampled_from("abc"), min_size=len(scores), max_size=len(scores)))
+    rewards, mask = torch.zeros(len(scores), 5), torch.zeros(len(scores), 5, dtype=torch.int64)
+    mask[:, :3] = 1
+    rewards[:, 2] = torch.tensor(scores)
+    anchors = [[f"seen-by-{g}"] for g in groups]  # one observation per episode seed
+    doubled = 2 * at_grpo_advantages(rewards, mask, groups)
+    torch.testing.assert_close(gigpo_advantages(rewards, mask, groups, anchors), doubled)

@@ -173,7 +173,22 @@ def policy_reply(policy: Any) -> Callable[[str], str]:
         valid = [a.strip() for a in found[-1].split("|")] if found else []
         return policy.act("", last_user, {"valid_actions": valid})
 
+    reply.reads_last_user_turn = True  # type: ignore[attr-defined]  # ScriptedServer decodes less
     return reply
+
+
+def _last_user_turn(tokenizer: Any, prompt_ids: list[int], start_id: int | None) -> list[int]:
+    """The ids from the last ``<|im_start|>user`` on (the whole prompt if there is none or the
+    tokenizer has no ``<|im_start|>`` token): what :func:`policy_reply` reads, without decoding
+    the whole conversation on every turn."""
+    if start_id is None:
+        return prompt_ids
+    for i in range(len(prompt_ids) - 1, -1, -1):
+        if prompt_ids[i] == start_id and tokenizer.decode(prompt_ids[i : i + 8]).startswith(
+            "<|im_start|>user"
+        ):
+            return prompt_ids[i:]
+    return prompt_ids
 
 
 class ScriptedServer:
@@ -188,6 +203,12 @@ class ScriptedServer:
         self.tokenizer = tokenizer
         self.latency = latency
         self.reply = reply or (lambda _text: "<action>wait</action>")
+        # a reply that reads only the last user turn (policy_reply) gets only that decoded
+        start = tokenizer.convert_tokens_to_ids("<|im_start|>")
+        unknown = start is None or start == tokenizer.unk_token_id
+        self._start_id = None if unknown else int(start)
+        self._tail = bool(getattr(self.reply, "reads_last_user_turn", False))
+        self._encoded: dict[str, list[int]] = {}  # reply text -> ids (a policy's few actions)
         self.calls = 0
         self.in_flight = 0
         self.max_in_flight = 0
@@ -204,16 +225,25 @@ class ScriptedServer:
                 await asyncio.sleep(self.latency)
         finally:
             self.in_flight -= 1
-        text = self.reply(self.tokenizer.decode(list(prompt_ids)))
+        ids = list(prompt_ids)
+        if self._tail:
+            ids = _last_user_turn(self.tokenizer, ids, self._start_id)
+        text = self.reply(self.tokenizer.decode(ids))
         cap = int(sampling_params.get("max_tokens", 1 << 30))
         for stop in sampling_params.get("stop") or ():  # like vLLM: end at the first stop string
             if stop and stop in text:
-                ids = self.tokenizer.encode(
-                    text[: text.index(stop) + len(stop)], add_special_tokens=False
-                )[:cap]
+                ids = self._encode(text[: text.index(stop) + len(stop)])[:cap]
                 return TokenOutput(
                     token_ids=ids, log_probs=[0.0] * len(ids), stop_reason="completed"
                 )
-        ids = self.tokenizer.encode(text, add_special_tokens=False)
-        ids = [*ids[: max(0, cap - 1)], self.tokenizer.eos_token_id]
+        ids = [*self._encode(text)[: max(0, cap - 1)], self.tokenizer.eos_token_id]
         return TokenOutput(token_ids=ids, log_probs=[0.0] * len(ids), stop_reason="completed")
+
+    def _encode(self, text: str) -> list[int]:
+        """``text``'s token ids, cached (a scripted policy repeats a few replies)."""
+        ids = self._encoded.get(text)
+        if ids is None:
+            ids = self.tokenizer.encode(text, add_special_tokens=False)
+            if len(self._encoded) < 4096:
+                self._encoded[text] = ids
+        return list(ids)

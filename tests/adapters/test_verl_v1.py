@@ -5,6 +5,7 @@ computes advantages in this (the trainer's) process, for ``grpo`` and ``team_grp
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 import zlib
@@ -60,8 +61,10 @@ def v1(make_cfg_module, dataset_dir):
 def make_cfg_module(model_dir, dataset_dir, tmp_path_factory, loop_yaml_writer):
     from teamgym.adapters.verl.train import compose_config
 
-    def make():
-        loop = loop_yaml_writer(tmp_path_factory.mktemp("loop") / "loop.yaml", max_reply_tokens=64)
+    def make(**loop_settings):
+        loop = loop_yaml_writer(
+            tmp_path_factory.mktemp("loop") / "loop.yaml", max_reply_tokens=64, **loop_settings
+        )
         cfg = compose_config(
             [
                 f"teamgym.dataset_dir={dataset_dir}",
@@ -523,6 +526,47 @@ def test_an_episode_whose_model_call_fails_is_left_out_whole(
     for estimator, groups in (("grpo", stored), ("team_grpo", [u.split("_")[0] for u in stored])):
         got = _advantages(proto, keys, estimator, v1)
         torch.testing.assert_close(got, _expected(scores, groups), atol=1e-4, rtol=0)
+
+
+class StallingServer(ScriptedServer):
+    """The scripted double whose first answer to robot_1 in some session never comes (a hung
+    engine): it runs inside the worker actor."""
+
+    def __init__(self, tokenizer, reply) -> None:
+        super().__init__(tokenizer, reply)
+        self.stalled: str | None = None
+
+    async def generate(self, request_id, *, prompt_ids, sampling_params, **kw):
+        if self.stalled is None and request_id.endswith("#s0/robot_1"):
+            self.stalled = request_id
+            await asyncio.sleep(3600)
+        return await super().generate(
+            request_id, prompt_ids=prompt_ids, sampling_params=sampling_params, **kw
+        )
+
+
+def test_an_episode_whose_turn_times_out_is_left_out_whole(
+    make_cfg_module, v1, tokenizer, episode_dataset_dir
+) -> None:
+    """A turn slower than ``turn_timeout`` (robot_1's reply never comes; robot_0's did) ends
+    that session with nothing written, and its row's other copy (a GRPO group of one) with it;
+    the rollout goes on with the other episodes whole, long before the stalled call returns."""
+    import time
+
+    cfg = make_cfg_module(turn_timeout=2.0)
+    start = time.time()
+    keys, _, _, uids = _rollout(
+        cfg,
+        tokenizer,
+        episode_dataset_dir,
+        None,
+        rows=EPISODES,
+        server=StallingServer(tokenizer, policy_reply(RandomPolicy(seed=6))),
+        worker=TeamAgentLoopWorkerTQ,
+    )
+    assert time.time() - start < 120  # the stalled call (an hour) was cut short
+    per_row = {u: sum(_agent_of(k)[0] == u for k in keys) for u in uids}
+    assert sorted(per_row.values()) == [0] + [N * 2] * (len(EPISODES) - 1), per_row
 
 
 def test_the_episode_loop_writes_what_the_per_agent_rows_write(

@@ -6,26 +6,30 @@ adapter's share of a rollout with it (:mod:`teamgym.benchmarks.verl_throughput`)
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
 __all__ = ["cpu_seconds", "timed"]
 
 
-def cpu_seconds(include_self: bool = True, worker_pid: int | None = None) -> dict[str, float]:
+def cpu_seconds(
+    include_self: bool = True, worker_pid: int | Collection[int] | None = None
+) -> dict[str, float]:
     """User + system CPU of every live process this one started (Ray's workers and daemons,
     TransferQueue), and of this process itself with ``include_self``, by role: ``worker`` (the
-    process at ``worker_pid``: the agent-loop worker, our loop inside it), else the process
-    title (``ray::SimpleStorageUnit``) or program name (``raylet``)."""
+    process(es) at ``worker_pid``: the agent-loop workers, our loop inside them), else the
+    process title (``ray::SimpleStorageUnit``) or program name (``raylet``)."""
     import psutil
+
+    workers = {worker_pid} if isinstance(worker_pid, int) else set(worker_pid or ())
 
     me = psutil.Process()
     totals: dict[str, float] = {}
     for proc in ([me] if include_self else []) + me.children(recursive=True):
         try:
             times = proc.cpu_times()
-            role = "worker" if proc.pid == worker_pid else _role(proc)
+            role = "worker" if proc.pid in workers else _role(proc)
         except psutil.Error:  # ended meanwhile
             continue
         totals[role] = totals.get(role, 0.0) + times.user + times.system
@@ -43,7 +47,9 @@ def _role(proc: Any) -> str:
 
 
 def timed(
-    fn: Callable[[], Any], include_self: bool = True, worker_pid: int | None = None
+    fn: Callable[[], Any],
+    include_self: bool = True,
+    worker_pid: int | Collection[int] | None = None,
 ) -> tuple[Any, float, dict[str, float], dict[str, float]]:
     """Run ``fn`` after a second of idling: its result, wall seconds, CPU seconds by process
     role (see :func:`cpu_seconds`) and, by role, the CPU per second burnt in the idle second."""

@@ -63,6 +63,13 @@ class ThroughputResult:
     (a row per agent, meeting in the episode hub). ``rows`` counts trajectories either way."""
     stock: bool = False
     """verl's own worker class (Hydra builds the loop), not teamgym's subclass."""
+    workers: int = 1
+    """Agent-loop worker actors the batch is cut across (``rollout.agent.num_workers``; v1)."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """v1, teamgym's worker: the wall seconds of the batch's phases: ``submit`` (the trainer
+    registers the rows), ``to_last_episode_end`` (from then to the last episode's end, as its
+    trajectories' ``teamgym_done_at`` tag says), ``after_last`` (from then until the replay
+    buffer gave the batch and it was cleared: the last puts, the polls)."""
     cpu_seconds: float = 0.0
     """CPU time of the rollout's processes during the batch (see the module docstring)."""
     cpu_ms_per_agent_turn: float = 0.0
@@ -101,11 +108,14 @@ def measure_throughput(
     legacy: bool = False,
     stock: bool = False,
     layouts: tuple[str, ...] | None = None,
+    workers: int = 1,
 ) -> list[ThroughputResult]:
     """Measure the adapter with each dataset layout and server kind through VERL's v1 worker
     (or, with ``legacy``, the legacy one), teamgym's subclass of it or, with ``stock``, verl's
     class; builds a local model when none is given. ``layouts``: ``episode`` and/or ``row``
-    (default: ``episode`` under v1, ``row`` for the legacy worker, which takes no other)."""
+    (default: ``episode`` under v1, ``row`` for the legacy worker, which takes no other).
+    ``workers``: v1 agent-loop worker actors, the batch cut across them as verl's manager cuts
+    it (``rollout.agent.num_workers``)."""
     from transformers import AutoTokenizer
 
     from teamgym.adapters.agents.local_model import LocalModelConfig, build_local_model
@@ -115,6 +125,8 @@ def measure_throughput(
     vllm = "vllm" in servers
     if vllm and legacy:
         raise ValueError("the vllm server is measured through the v1 worker only (no --legacy)")
+    if workers > 1 and legacy:
+        raise ValueError("--workers cuts the batch across v1 worker actors: not with --legacy")
     layouts = layouts or (("row",) if legacy else ("episode",))
     if legacy and "episode" in layouts:
         raise ValueError("the legacy worker takes one trajectory per row: use the row layout")
@@ -128,7 +140,6 @@ def measure_throughput(
     model_dir = Path(model_dir) if model_dir else build_local_model(work / "model", built)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     turns = 2 * num_rounds
-    run = _run_legacy if legacy else _run_v1
     results = []
     for layout, kind in [(layout, kind) for layout in layouts for kind in servers]:
         data = work / f"data-{layout}"
@@ -141,7 +152,11 @@ def measure_throughput(
             server = "vllm"  # started by verl once Ray runs (_run_v1)
         else:
             server = LocalModelServer(model_dir)
-        got = run(cfg, data, tokenizer, server, n, stock)
+        got = (
+            _run_legacy(cfg, data, tokenizer, server, n, stock)
+            if legacy
+            else _run_v1(cfg, data, tokenizer, server, n, stock, workers)
+        )
         rows, seconds, turns_played = got.rows, got.seconds, max(1, got.rows * turns)
         cpu = sum(got.cpu.values())
         results.append(
@@ -161,6 +176,8 @@ def measure_throughput(
                 trainer="legacy" if legacy else "v1",
                 layout=layout,
                 stock=stock,
+                workers=workers,
+                phases=got.phases,
                 cpu_seconds=cpu,
                 cpu_ms_per_agent_turn=cpu / turns_played * 1e3,
                 cpu_ms_by_process={
@@ -184,6 +201,7 @@ class _Measured:
     cpu: dict[str, float]
     idle: dict[str, float]
     in_flight: int | None
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 def _run_legacy(
@@ -257,12 +275,19 @@ def _vllm_client(plain: Any) -> Any:
 
 
 def _run_v1(
-    cfg: Any, data: Path, tokenizer: Any, server: Any, n: int, stock: bool = False
+    cfg: Any,
+    data: Path,
+    tokenizer: Any,
+    server: Any,
+    n: int,
+    stock: bool = False,
+    workers: int = 1,
 ) -> _Measured:
-    """The v1 worker as ``main_ppo`` runs it (``stock``: verl's class, else teamgym's): a Ray
-    actor writing into TransferQueue, ``n`` sessions per row, the finished batch sampled by
-    VERL's ``ReplayBuffer`` and cleared. The second of two batches is measured: the first
-    starts Ray's worker processes."""
+    """The v1 worker as ``main_ppo`` runs it (``stock``: verl's class, else teamgym's): Ray
+    actors (``workers`` of them, each given a chunk of the batch as verl's manager gives it)
+    writing into TransferQueue, ``n`` sessions per row, the finished batch sampled by VERL's
+    ``ReplayBuffer`` and cleared. The second of two batches is measured: the first starts
+    Ray's worker processes."""
     import ray
     import transfer_queue as tq
     from verl.trainer.ppo.v1 import AgentLoopWorkerTQ
@@ -301,8 +326,8 @@ def _run_v1(
         # cast: verl's class is a Ray actor class (``@ray.remote``), but mypy ignores what a
         # class decorator returns and sees the plain class, without ``.remote``
         actor = cast(Any, AgentLoopWorkerTQ if stock else TeamAgentLoopWorkerTQ)
-        worker = actor.remote(plain, server, None, None)
-        ray.get(worker.__ray_ready__.remote())
+        actors = [actor.remote(plain, server, None, None) for _ in range(workers)]
+        ray.get([a.__ray_ready__.remote() for a in actors])
         buffer = ReplayBuffer(
             trainer_mode="sync",
             trainer_config=plain.trainer,
@@ -313,20 +338,32 @@ def _run_v1(
             poll_interval=0.05,
         )
 
+        phases: dict[str, float] = {}
+
         def rollout(step: int) -> Any:
+            start = time.time()
             batch, uids = submitted(step)
-            ray.get(worker.generate_sequences.remote(batch))
+            phases["submit"] = time.time() - start
+            # verl's AgentLoopManager (agent_loop_tq.py: generate_sequences) cuts it so
+            chunks = batch.chunk(workers) if workers > 1 else [batch]
+            ray.get([a.generate_sequences.remote(c) for a, c in zip(actors, chunks, strict=True)])
             meta, _ = buffer.sample(global_steps=step, partition_id="train", batch_size=len(uids))
             tq.kv_clear(partition_id="train", keys=[*uids, *meta.keys])  # as the trainer does
+            end = time.time()
+            # teamgym's worker tags each trajectory with when its episode ended
+            done = [float(t["teamgym_done_at"]) for t in meta.tags if "teamgym_done_at" in t]
+            if done:
+                phases["to_last_episode_end"] = max(done) - start - phases["submit"]
+                phases["after_last"] = end - max(done)
             return meta
 
         rollout(1)  # warm-up: Ray starts worker processes, imports, template compilation
         time.sleep(1.0)  # let processes started for the warm-up go idle
-        pid = ray.get(worker.__ray_call__.remote(lambda self: os.getpid()))
-        # the worker's side only: this process stands in for the trainer (polling the buffer)
-        meta, seconds, cpu, idle = timed(lambda: rollout(2), include_self=False, worker_pid=pid)
+        pids = ray.get([a.__ray_call__.remote(lambda self: os.getpid()) for a in actors])
+        # the workers' side only: this process stands in for the trainer (polling the buffer)
+        meta, seconds, cpu, idle = timed(lambda: rollout(2), include_self=False, worker_pid=pids)
         tokens = sum(int(tag["response_len"]) for tag in meta.tags)
-        return _Measured(len(meta.keys), tokens, seconds, cpu, idle, None)
+        return _Measured(len(meta.keys), tokens, seconds, cpu, idle, None, dict(phases))
     finally:
         tq.close()
         ray.shutdown()

@@ -136,7 +136,8 @@ def throughput_table(results: Iterable[Any]) -> Table:
         table.add_row(
             r.trainer
             + f" / {getattr(r, 'layout', 'row')}"
-            + (" (verl's worker)" if getattr(r, "stock", False) else ""),
+            + (" (verl's worker)" if getattr(r, "stock", False) else "")
+            + (f" x{r.workers}" if getattr(r, "workers", 1) > 1 else ""),
             r.server,
             str(r.episodes),
             str(r.num_agents),

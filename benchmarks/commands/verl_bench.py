@@ -65,6 +65,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="the dataset layout: episode (a row per episode, the v1 default), row (a row per "
         "agent; the only one --legacy takes) or both, side by side",
     )
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        metavar="N",
+        default=1,
+        help="v1 agent-loop worker actors the batch is cut across, as "
+        "actor_rollout_ref.rollout.agent.num_workers cuts it (default 1)",
+    )
     p.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON")
     return p
 
@@ -84,6 +92,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.legacy and layouts and "episode" in layouts:
         console.print("[red]error:[/red] --legacy takes the row layout only (--layout row)")
         return 2
+    if args.legacy and args.workers > 1:
+        console.print("[red]error:[/red] --workers cuts the batch across v1 workers: not --legacy")
+        return 2
     results = measure_throughput(
         args.episodes,
         args.agents,
@@ -95,6 +106,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         legacy=args.legacy,
         stock=args.stock_worker,
         layouts=layouts,
+        workers=args.workers,
     )
     console.print(throughput_table(results))
     for r in results:
@@ -103,6 +115,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
             f"{r.server}: CPU ms per agent-turn by process: {parts}; the same processes idle "
             f"over the same time: {r.idle_cpu_ms_per_agent_turn:.2f}"
         )
+        if "to_last_episode_end" in r.phases:  # teamgym's episode worker tags the ends
+            console.print(
+                f"{r.server}: wall seconds by phase: "
+                + ", ".join(f"{name} {s:.2f}" for name, s in r.phases.items())
+            )
     if args.json:
         import json
         import platform

@@ -446,6 +446,45 @@ def test_an_episode_row_stores_one_trajectory_per_agent_with_its_own_return(
     assert differ > 0, "no session where the agents' returns differ: the check above is vacuous"
 
 
+def _same_figures(a: dict, b: dict) -> bool:
+    """Two ``process_validation_metrics`` results equal, NaN equal to NaN (a metric an env
+    leaves undefined)."""
+    flat_a = {(s, v, m): x for s, vs in a.items() for v, ms in vs.items() for m, x in ms.items()}
+    flat_b = {(s, v, m): x for s, vs in b.items() for v, ms in vs.items() for m, x in ms.items()}
+    return flat_a.keys() == flat_b.keys() and all(
+        (np.isnan(x) and np.isnan(flat_b[k])) or x == pytest.approx(flat_b[k])
+        for k, x in flat_a.items()
+    )
+
+
+def test_validation_figures_count_each_episode_once(v1, episode_rollout) -> None:
+    """verl's validation figures (``process_validation_metrics``, grouped by the uid field
+    ``U_k`` as the v1 trainer groups them) of the episode metrics and every agent's return are
+    the figures of one output per session grouped by episode: every agent's output carries its
+    session's same episode metrics, so the K agents' groups repeat one episode's, and the
+    mean over groups is the mean over episodes (``mean@n``, ``std@n``, ``best@n`` alike)."""
+    from verl.trainer.ppo.metric_utils import process_validation_metrics
+
+    keys, proto, _, _ = episode_rollout
+    got = tq.kv_batch_get(keys=keys, partition_id="train", select_fields=["extra_fields"])
+    infos = [e["reward_extra_info"] for e in got["extra_fields"]]
+    uids = list(proto.non_tensor_batch["uid"])
+    names = [n for n in infos[0] if n != "budget_exhausted"]  # per agent, not per episode
+    assert "success" in names and "return/robot_1" in names
+    every = process_validation_metrics(
+        ["signal"] * len(keys), uids, {n: [i[n] for i in infos] for n in names}
+    )
+    first = [j for j, k in enumerate(keys) if _agent_of(k)[1] == "0"]
+    once = process_validation_metrics(
+        ["signal"] * len(first),
+        [_agent_of(keys[j])[0] for j in first],
+        {n: [infos[j][n] for j in first] for n in names},
+    )
+    assert _same_figures(every, once)
+    returns = [infos[j]["return/robot_0"] for j in first]
+    assert len(set(returns)) > 1, "every episode returned alike: the comparison is vacuous"
+
+
 def test_teamgyms_sampler_reports_the_wait_from_the_last_episode_to_the_batch(
     v1, tokenizer, episode_dataset_dir
 ) -> None:

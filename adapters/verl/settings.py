@@ -25,7 +25,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from teamgym.docstrings import field_docs
 from teamgym.envs.sharing import RewardSharing
-from teamgym.names import AGENT_LOOP_NAME, EPISODE_LOOP_NAME
+from teamgym.names import (
+    AGENT_LOOP_NAME,
+    DEFAULT_FORCED_MOVES,
+    EPISODE_LOOP_NAME,
+)
 
 __all__ = [
     "AGENT_LOOP_CONFIG",
@@ -79,7 +83,7 @@ class AgentLoopSettings:
     """Seconds an episode waits for all its agents before starting without them."""
     turn_timeout: float = 600.0
     """Seconds a turn waits for the slowest agent before ending the episode."""
-    forced_moves: Literal["model", "auto"] = "model"
+    forced_moves: Literal["model", "auto"] = DEFAULT_FORCED_MOVES
     """auto: a turn with one valid action is played without the model (response_mask 0)."""
     stop: tuple[str, ...] = ()
     """Stop strings, e.g. ["</action>"]: a reply ends with its command (vLLM stop, kept in the output)."""

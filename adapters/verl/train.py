@@ -78,7 +78,12 @@ def compose_config(overrides: Sequence[str] = (), cpu: bool = False) -> DictConf
     ours = [f"actor_rollout_ref.rollout.agent.agent_loop_config_path={AGENT_LOOP_CONFIG}"]
     ours += ["+host=cpu"] if cpu else []
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-        return compose(config_name="teamgym_grpo", overrides=ours + list(overrides))
+        cfg = compose(config_name="teamgym_grpo", overrides=ours + list(overrides))
+    if cpu and cfg.ray_kwargs.ray_init.get("num_cpus") is None:
+        from teamgym.adapters.verl.resources import local_ray_cpus
+
+        cfg.ray_kwargs.ray_init.num_cpus = local_ray_cpus(cfg)  # host/cpu.yaml leaves it to us
+    return cfg
 
 
 def use_cpu_host() -> None:

@@ -39,13 +39,18 @@ def episode_dataset_dir(tmp_path_factory) -> Path:
     return out
 
 
+#: The loop-mechanics tests' settings: the model answers every turn (a forced move is a turn
+#: too), so each scripted reply reaches the loop; the tests of forced moves set ``auto`` (the
+#: shipped default).
+MECHANICS = {"forced_moves": "model"}
+
+
 def write_agent_loop_yaml(path: Path, **settings) -> Path:
     """Our agent-loop registry file with test-sized settings (and ``settings``) changed."""
     from teamgym.adapters.verl.config import write_agent_loop_yaml as write
 
-    return write(
-        path, **{"max_reply_tokens": 24, "join_timeout": 30, "turn_timeout": 120, **settings}
-    )
+    sizes = {"max_reply_tokens": 24, "join_timeout": 30, "turn_timeout": 120}
+    return write(path, **{**sizes, **MECHANICS, **settings})
 
 
 @pytest.fixture

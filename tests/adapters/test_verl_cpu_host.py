@@ -268,6 +268,23 @@ def test_remove_shm_leftovers(
     assert left == {"psm_old", "other_old", "unrelated"}, f"left {left}"
 
 
+@pytest.mark.parametrize(("cores", "ranks", "told"), [(2, 1, 6), (2, 3, 12), (64, 1, 64)])
+def test_cpu_host_sizes_ray_to_the_machine(monkeypatch, cores: int, ranks: int, told: int) -> None:
+    """``--cpu`` tells Ray this machine's cores, or what the run reserves + 1 where that is more
+    (3 per rank's GPU bundle, 1 storage unit, 1 controller, 1 spare), and the resource check
+    passes on what it was told; a user's own ``num_cpus`` is kept."""
+    from teamgym.adapters.verl.resources import check_resources
+    from teamgym.adapters.verl.train import compose_config
+
+    monkeypatch.setattr("os.cpu_count", lambda: cores)
+    base = ["teamgym.dataset_dir=/nonexistent", f"trainer.n_gpus_per_node={ranks}"]
+    cfg = compose_config(base, cpu=True)
+    assert cfg.ray_kwargs.ray_init.num_cpus == told
+    assert check_resources(cfg) == []
+    mine = compose_config([*base, "ray_kwargs.ray_init.num_cpus=40"], cpu=True)
+    assert mine.ray_kwargs.ray_init.num_cpus == 40
+
+
 def test_compose_config_cpu_host() -> None:
     """host/cpu.yaml: no sleep mode, FSDP2, one logical Ray GPU per rank; the GPU recipe untouched."""
     from teamgym.adapters.verl.train import compose_config
@@ -278,6 +295,7 @@ def test_compose_config_cpu_host() -> None:
     assert rollout.enable_sleep_mode is False, f"cpu enable_sleep_mode {rollout.enable_sleep_mode}"
     assert actor.strategy == "fsdp2", f"cpu actor strategy {actor.strategy}"
     assert cpu.ray_kwargs.ray_init.num_gpus == cpu.trainer.n_gpus_per_node == 3, "num_gpus"
+    assert cpu.data.dataloader_num_workers == 0, "dataloader workers on a laptop"
     gpu_actor = gpu.actor_rollout_ref.actor
     assert gpu_actor.strategy == "fsdp", f"GPU actor strategy {gpu_actor.strategy}"
     assert "num_gpus" not in gpu.ray_kwargs.ray_init, "GPU recipe sets ray_init.num_gpus"

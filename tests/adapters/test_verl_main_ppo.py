@@ -797,3 +797,110 @@ def test_weight_sync_check_catches_vllm_serving_stale_weights(engine_run, stale_
         f"step 2, stale weights: log_ppl_abs_diff {stale[ppl]:.3f}, pearson {stale[corr]:.3f}; "
         f"synced: {twin[ppl]:.3f}, {twin[corr]:.3f}"
     )
+
+
+# --- A real chat model: SmolLM2-135M-Instruct with the loop's shipped defaults (issue 57) ---
+#
+# Both main_ppo runs made with SmolLM2 scored every reply invalid. Two causes: under
+# ``forced_moves: model`` (the loop's old default) the model had to write the listener's lone
+# ``wait`` itself, wrote garbage, was told its reply was not a legal action, and its pick
+# derailed too; and the prompted model's picks are rarely legal anyway (it writes
+# ``pick_blue``): about 1 in 10 sampled at temperature 1 and 3 in 16 greedy, through vLLM and
+# through the CPU trainer's in-process sampler alike. (The CPU trainer's "22-25 % invalid" at
+# its first step counts per agent-step: three of an episode's four cannot be invalid.) So a
+# batch of 16 episodes may hold no legal pick at all, and GRPO no signal.
+
+#: The listener stage: one round, two candidates named by one attribute, the speaker scripted.
+LISTENER = (
+    "--env", "signal-v0",
+    "--env-arg", "num_rounds=1",
+    "--env-arg", "speaker=fixed",
+    "--env-arg", "num_candidates=2",
+    "--env-arg", "num_attributes=1",
+    "--env-arg", "pick_by=name",
+    "--teammate", "robot_0=expert",
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def listener_data(smollm2_dir: Path, tmp_path_factory) -> Path:
+    """The stage's verl dataset, written by ``teamgym verl-data`` with SmolLM2's tokenizer."""
+    out = tmp_path_factory.mktemp("listener") / "data"
+    cmd = [sys.executable, "-m", "teamgym", "verl-data", *LISTENER, "--train-episodes", "8"]
+    cmd += ["--val-episodes", "16", "--out", str(out), "--tokenizer", str(smollm2_dir)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out
+
+
+def _legal(prompt: str, reply: str) -> bool:
+    """Whether ``reply`` is a legal action of the turn ``prompt`` ends with, as the env reads
+    it (its last 'Valid actions:' line, matched up to case, spacing and punctuation)."""
+    from teamgym.envs.parsing import normalize_action, parse_reply
+
+    valid = {
+        normalize_action(v) for v in re.findall(r"Valid actions: (.*)", prompt)[-1].split(" | ")
+    }
+    action = parse_reply(reply).action
+    return action is not None and normalize_action(action) in valid
+
+
+@pytest.mark.slow
+def test_main_ppo_with_vllm_on_smollm2_plays_only_the_model_turns_and_samples_its_policy(
+    smollm2_dir: Path, listener_data: Path, tmp_path: Path
+) -> None:
+    """One step of ``main_ppo`` with vLLM on SmolLM2, the agent loop as shipped (only the
+    stage's reply cap and stop string set): every turn vLLM served is a pick (the listener's
+    ``wait`` is the loop's, never sent); verl's validation before training (greedy, through
+    vLLM in bfloat16) replies as the imported float32 model does in-process on the same
+    prompt ids; and the log-probabilities vLLM returned for its samples are the model's."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    run = tmp_path / "run"
+    rc, log = _run_main_ppo(
+        smollm2_dir,
+        listener_data,
+        run,
+        "--loop=" + json.dumps({"max_reply_tokens": 16, "stop": ["</action>"]}),
+        "actor_rollout_ref.rollout.n=8",
+        "data.max_response_length=128",
+        "data.val_batch_size=16",
+        "actor_rollout_ref.actor.optim.lr=1e-5",
+        "trainer.total_training_steps=1",
+        "trainer.val_before_train=true",
+    )
+    assert rc == 0, f"main_ppo exited with {rc}:\n{log[-6000:]}"
+    assert sorted(_steps(run)) == [0, 1]  # the validation before training, the step
+    tok = AutoTokenizer.from_pretrained(smollm2_dir)
+    model = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32).eval()
+    served = [r for r in _jsonl(run / "vllm_requests.jsonl") if r["event"] == "generate"]
+    greedy = [r for r in served if r["sampling"]["temperature"] == 0]
+    sampled = [r for r in served if r["sampling"]["temperature"] == 1]
+    assert len(greedy) == 16 and len(sampled) == 32, (len(greedy), len(sampled))
+    for r in served:  # only pick turns reach vLLM: the forced 'wait' is written by the loop
+        assert "Valid actions: pick" in tok.decode(r["prompt_ids"]).rsplit("Step ", 1)[-1]
+
+    def logprobs(r: dict[str, Any]) -> torch.Tensor:
+        """The float32 model's log-probabilities at each token vLLM returned for ``r``."""
+        ids = torch.tensor([r["prompt_ids"] + r["token_ids"]])
+        with torch.no_grad():
+            logp = model(ids).logits[0].float().log_softmax(-1)
+        return logp[len(r["prompt_ids"]) - 1 : -1]
+
+    # greedy: every token vLLM chose is the model's top token, or within bfloat16's rounding
+    # of it (a near tie may flip: "pick green" for "pick_green")
+    behind = []
+    for r in greedy:
+        logp = logprobs(r)
+        behind += (logp.max(-1).values - logp[range(len(logp)), r["token_ids"]]).tolist()
+    legal = sum(_legal(tok.decode(r["prompt_ids"]), tok.decode(r["token_ids"])) for r in greedy)
+    print(f"greedy through vLLM: {legal}/16 legal picks; largest gap to the top {max(behind):.3f}")
+    assert max(behind) < 0.25, max(behind)
+    # sampled: the log-probabilities vLLM returned are the float32 model's, recomputed here
+    gaps = []
+    for r in sampled[:8]:
+        logp = logprobs(r)
+        ours = logp[range(len(logp)), r["token_ids"]].tolist()
+        gaps += [abs(a - b) for a, b in zip(ours, r["log_probs"], strict=True)]
+    assert sum(gaps) / len(gaps) < 0.05, sum(gaps) / len(gaps)

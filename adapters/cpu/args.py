@@ -260,6 +260,12 @@ class UpdateArgs:
     mini_batches: int
     micro_batch: int
 
+    def __post_init__(self) -> None:
+        for name in ("ppo_epochs", "mini_batches", "micro_batch"):
+            if getattr(self, name) < 1:
+                flag = name.replace("_", "-")
+                raise ValueError(f"--{flag} must be at least 1, got {getattr(self, name)}")
+
 
 @dataclass(frozen=True)
 class EvalArgs:

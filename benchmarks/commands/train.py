@@ -112,6 +112,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace, console: Console) -> int:
     """Check the env and the baselines it names, train, and say where the results are."""
     settings: TrainArgs = dataclass_from_args(TrainArgs, args, CUSTOM)
+    with bad_input(ValueError):
+        settings.update  # noqa: B018  (its checks: --ppo-epochs, --mini-batches, --micro-batch >= 1)
     check_env(settings.env, settings.env_kwargs)
     check_teammates(settings.env, settings.env_kwargs, settings.teammates)
     teachers = [settings.warmup_policy, *settings.warmup_teachers.values()]

@@ -714,8 +714,8 @@ def test_partners_play_their_seats_and_evaluations_report_cross_play(model_dir, 
 
 
 def test_partner_flags_are_checked_before_training(tmp_path, capsys) -> None:
-    """Seats without a pool, a held-out pool without seats, a seat the env lacks and an
-    unknown baseline: each an error line and status 2, nothing trained."""
+    """Seats without a pool, a held-out pool without seats, a seat the env lacks, an unknown
+    baseline, batch sizes below 1: each an error line and status 2, nothing trained."""
     from teamgym.benchmarks import cli
 
     base = ["train", "--model", "m", "--out", str(tmp_path / "o"), "--warmup-steps", "0"]
@@ -728,6 +728,8 @@ def test_partner_flags_are_checked_before_training(tmp_path, capsys) -> None:
             ["--partner", "openai:m@http://127.0.0.1:9/v1", "--partner-seat", "robot_0"],
             "episode layout only",
         ),
+        (["--micro-batch", "0"], "--micro-batch must be at least 1, got 0"),
+        (["--mini-batches", "-1"], "--mini-batches must be at least 1, got -1"),
     ]
     for flags, message in cases:
         assert cli.main([*base, *flags]) == 2, flags

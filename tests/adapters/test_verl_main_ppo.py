@@ -899,8 +899,8 @@ def test_main_ppo_with_vllm_on_smollm2_plays_only_the_model_turns_and_samples_it
     assert max(behind) < 0.25, max(behind)
     # sampled: the log-probabilities vLLM returned are the float32 model's, recomputed here
     gaps = []
-    for r in sampled[:8]:
+    for r in sampled:
         logp = logprobs(r)
         ours = logp[range(len(logp)), r["token_ids"]].tolist()
         gaps += [abs(a - b) for a, b in zip(ours, r["log_probs"], strict=True)]
-    assert sum(gaps) / len(gaps) < 0.05, sum(gaps) / len(gaps)
+    assert sum(gaps) / len(gaps) < 0.08, sum(gaps) / len(gaps)  # 0.037 measured (bfloat16)

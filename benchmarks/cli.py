@@ -19,11 +19,12 @@ Each command is a module of :mod:`teamgym.benchmarks.commands` (``add_parser`` +
 from __future__ import annotations
 
 import argparse
+import difflib
 import functools
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from rich.markup import escape
 
@@ -91,11 +92,72 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 class _Parser(argparse.ArgumentParser):
-    """Every (sub)command's ``--help`` shows the defaults."""
+    """Every (sub)command's ``--help`` shows the defaults; an unknown option is named with the
+    closest known one (``--agnet``: did you mean ``--agent``?), by the command that got it."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _Formatter)
         super().__init__(*args, **kwargs)
+        self._given: list[str] = []
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[Any, list[str]]:
+        self._given = list(sys.argv[1:] if args is None else args)
+        parsed, extras = super().parse_known_args(args, namespace)
+        for arg in extras:
+            if _is_option(arg):
+                self.error(_unknown_option(self, arg))
+        return parsed, extras
+
+    def error(self, message: str) -> NoReturn:
+        """A missing (sub)command after an unknown option (``teamgym --agnet``): the option is
+        the news, the missing command second."""
+        if message.startswith("the following arguments are required"):
+            unknown = [
+                a
+                for a in self._given
+                if _is_option(a) and a.split("=", 1)[0] not in self._option_string_actions
+            ]
+            if unknown:
+                message = f"{_unknown_option(self, unknown[0])} ({message})"
+        super().error(message)
+
+
+def _is_option(arg: str) -> bool:
+    """Whether a command-line word is meant as an option (not ``-``, ``--`` or ``-1``)."""
+    return arg.startswith("-") and arg not in ("-", "--") and not arg[1:2].isdigit()
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every subcommand's parser under ``parser``, nested ones included (``bench run``)."""
+    out: list[argparse.ArgumentParser] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases share a parser
+                out += [sub, *_subcommands(sub)]
+    return out
+
+
+def _unknown_option(parser: argparse.ArgumentParser, arg: str) -> str:
+    """``unknown option --agnet; did you mean --agent?``: the closest of ``parser``'s options,
+    else of its subcommands' (naming them), else where the options are listed."""
+    flag = arg.split("=", 1)[0]
+    own = list(parser._option_string_actions)
+    close = difflib.get_close_matches(flag, own, n=1, cutoff=0.6)
+    if close:
+        return f"unknown option {flag}; did you mean {close[0]}?"
+    takers: dict[str, list[str]] = {}
+    for sub in _subcommands(parser):
+        for option in sub._option_string_actions:
+            takers.setdefault(option, []).append(sub.prog)
+    close = difflib.get_close_matches(flag, list(takers), n=1, cutoff=0.6)
+    if close:
+        return (
+            f"unknown option {flag}; did you mean {close[0]} "
+            f"(an option of {', '.join(takers[close[0]])})?"
+        )
+    return f"unknown option {flag}; {parser.prog} --help lists the options"
 
 
 def build_parser() -> argparse.ArgumentParser:

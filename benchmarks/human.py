@@ -24,14 +24,24 @@ from collections.abc import Sequence
 
 from teamgym.envs.parsing import normalize_action
 
-__all__ = ["HOW_TO_REPLY", "choices", "numbered", "typed_reply"]
+__all__ = ["HOW_TO_REPLY", "choices", "how_to_reply", "numbered", "typed_reply"]
 
-#: The short help shown before the first turn and on ``?``.
-HOW_TO_REPLY = (
-    "Type an action by name or number, add 'say: WORDS' to send a message too "
-    "(e.g. '1 say: small blue'), or a full reply such as <action>wait</action>. "
-    "'?' shows this help, 'q' quits."
-)
+
+def how_to_reply(talk: bool = True, by_number: bool = True) -> str:
+    """The short help shown before the first turn and on ``?``: the message example only in
+    an env with talk (Hanabi has none), numbers only where the actions are :func:`numbered`."""
+    type_it = "Type an action by name or number" if by_number else "Type an action by name"
+    if talk:
+        example = "'1 say: small blue'" if by_number else "'wait say: small blue'"
+        type_it += f", add 'say: WORDS' to send a message too (e.g. {example}),"
+    else:
+        type_it += " (this game has no talk: no messages),"
+    full = "or a full reply such as <action>wait</action>"
+    return f"{type_it} {full}. '?' shows this help, 'q' quits."
+
+
+#: The help of an env with talk and numbered actions (signal's, foraging's).
+HOW_TO_REPLY = how_to_reply()
 
 _SAY = re.compile(r"\bsay:", re.IGNORECASE)
 _NUMBER = re.compile(r"\b\d+\b")

@@ -7,7 +7,10 @@ in cross-play, every partner its own hatch, so 16 pairings of 4 agents read as 4
 4 hatches; bounded metrics keep their whole range on the axis (a Gini of 0 everywhere is drawn
 on [0, 1], not on a few hundredths around 0); the caption above the panels (:func:`caption`)
 says what the bars and the error bars are and over how many episodes. Zeros and undefined
-values are labelled apart, since neither has a visible bar.
+values are labelled apart, since neither has a visible bar; the legend names only the agents
+(and partners) a figure draws a bar of; the success panel writes on each env's row what
+success means there (:func:`~teamgym.envs.describe.success_criteria`: Hanabi's is a
+perfect 25, so its expert's 0% sits beside that note, not beside nothing).
 """
 
 from __future__ import annotations
@@ -55,6 +58,9 @@ LABEL_WIDTH = 30
 ROW_INCHES, LINE_INCHES, PANEL_INCHES, CHAR_INCHES = 0.3, 0.16, 4.2, 0.075
 """A row of bars' height, what each wrapped label line beyond the first adds to it, a panel's
 width, and a character's width at the labels' size (to size the label column and legend)."""
+NOTE_SIZE, NOTE_CHAR_INCHES = "x-small", 0.055
+"""The font size of the success panel's notes (what success means in each env) and a
+character's width at that size (to size the panel)."""
 HATCHES = ("//", "..", "xx", "\\\\", "oo", "++", "--", "**")
 """The partners' hatches, in order of first appearance (cycling past eight partners)."""
 
@@ -64,8 +70,10 @@ def figures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     matplotlib or without a setting that has episodes): per setting, a bar with its 95%
     interval (already clipped to the metric's range by :func:`summarise`) under a bold row
     naming its env; coloured by the agent, hatched by its cross-play partner; one legend
-    below the panels, :func:`caption` above them; a mean of 0 gets a marker and the label
-    ``0``, an undefined one ``n/a``."""
+    below the panels, naming the agents and partners the figure draws a bar of (none where
+    every bar is 0 or undefined), :func:`caption` above them; a mean of 0 gets a marker and
+    the label ``0``, an undefined one ``n/a``; the success panel notes on each env's row what
+    success means there."""
     try:
         import matplotlib
 
@@ -87,18 +95,25 @@ def figures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     colour = dict(zip(agents, colours(len(agents)), strict=True))
     hatch = {p: HATCHES[i % len(HATCHES)] for i, p in enumerate(partners)}
     styles = [(colour[a], hatch[p] if p else "") for a, p in pairs]
-    legend = [Patch(facecolor=colour[a], label=_wrap(a)) for a in agents]
-    legend += [
-        Patch(facecolor="white", edgecolor="0.2", hatch=hatch[p], label=_wrap(f"with {p}"))
-        for p in partners
-    ]
-    title = "agent" if not partners else "colour: agent; hatch: its cross-play partner"
+    criteria = _criteria(shown, ys, ticks)
     lines = max(text.count("\n") + 1 for text, _ in ticks.values())
     longest = max(len(line) for text, _ in ticks.values() for line in text.split("\n"))
     out = {}
     for name, panels in PANELS.items():
-        width = 0.4 + CHAR_INCHES * longest + PANEL_INCHES * len(panels)
-        handles, ncols, legend_lines = _legend_grid(legend, len(agents), width)
+        drawn = [pairs[i] for i in range(len(shown)) if _drawn(shown[i], panels)]
+        seen = {a for a, _ in drawn}, {p for _, p in drawn}
+        legend = [Patch(facecolor=colour[a], label=_wrap(a)) for a in agents if a in seen[0]]
+        legend += [
+            Patch(facecolor="white", edgecolor="0.2", hatch=hatch[p], label=_wrap(f"with {p}"))
+            for p in partners
+            if p in seen[1]
+        ]
+        shown_agents = sum(a in seen[0] for a in agents)
+        with_partners = any(p in seen[1] for p in partners)
+        title = "agent" if not with_partners else "colour: agent; hatch: its cross-play partner"
+        panel_inches = [_panel_inches(p, criteria) for p in panels]
+        width = 0.4 + CHAR_INCHES * longest + sum(panel_inches)
+        handles, ncols, legend_lines = _legend_grid(legend, shown_agents, width)
         rows_inches = (ROW_INCHES + LINE_INCHES * (lines - 1)) * len(ticks)
         fig, axes = plt.subplots(
             1,
@@ -107,6 +122,7 @@ def figures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             sharey=True,
             squeeze=False,
             layout="constrained",
+            width_ratios=panel_inches,
         )
         for ax, panel in zip(axes[0], panels, strict=True):
             stats = [r[panel.metric] for r in shown]
@@ -114,6 +130,7 @@ def figures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             _limits(ax, stats, *RANGES.get(panel.metric, (None, None)))
             if panel.metric == "success":
                 ax.xaxis.set_major_formatter(PercentFormatter(xmax=1.0, decimals=0))
+                _say_what_success_means(ax, criteria)
             ax.set_title(panel.title)
             ax.set_xlabel(panel.unit)
             ax.grid(axis="x", alpha=0.3)
@@ -125,9 +142,14 @@ def figures(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         for label, (_, header) in zip(first.get_yticklabels(), ticks.values(), strict=True):
             label.set_fontweight("bold" if header else "normal")
         first.set_ylim(len(ticks) - 0.3, -0.7)  # top to bottom, as the table reads
-        fig.legend(
-            handles=handles, title=title, loc="outside lower center", ncols=ncols, frameon=False
-        )
+        if handles:  # nothing coloured is drawn when every bar is 0 or undefined
+            fig.legend(
+                handles=handles,
+                title=title,
+                loc="outside lower center",
+                ncols=ncols,
+                frameon=False,
+            )
         fig.suptitle(_fit(caption(shown, panels), int(width / CHAR_INCHES)), fontsize="medium")
         out[name] = fig
     return out
@@ -149,7 +171,7 @@ def caption(rows: Sequence[Mapping[str, Any]], panels: Sequence[Panel]) -> str:
         if not counts:
             over = "no episode (undefined everywhere)"
         elif len(counts) == 1:
-            over = f"n = {counts[0]} episodes per bar"
+            over = f"n = {counts[0]} episode{'' if counts[0] == 1 else 's'} per bar"
         else:
             over = f"n = {counts[0]}-{counts[-1]} episodes per bar (where the metric is defined)"
         parts.append(f"bars{which}: {bars}; error bars: {kind}{clipped} over {over}")
@@ -175,6 +197,8 @@ def _legend_grid(legend: Sequence[Any], agents: int, width: float) -> tuple[list
     ``agents``) and room for them, the agents on the first row and the partners below."""
     from matplotlib.patches import Patch
 
+    if not legend:
+        return [], 1, 0
     entry = max(len(line) for h in legend for line in h.get_label().split("\n"))
     ncols = max(1, min(len(legend), int(width // (0.6 + CHAR_INCHES * entry))))
     handles = list(legend)
@@ -186,6 +210,60 @@ def _legend_grid(legend: Sequence[Any], agents: int, width: float) -> tuple[list
         handles = [h for pair in zip(top, bottom, strict=True) for h in pair]  # column-major
     lines = max(h.get_label().count("\n") + 1 for h in legend)
     return handles, ncols, -(-len(handles) // ncols) * lines
+
+
+def _drawn(row: Mapping[str, Any], panels: Sequence[Panel]) -> bool:
+    """Whether a panel of ``panels`` draws a bar for ``row``: a mean neither 0 nor undefined
+    (those get a black marker or a label, never the agent's colour or its partner's hatch)."""
+    means = (row[p.metric]["mean"] for p in panels)
+    return any(m is not None and not math.isnan(m) and m != 0 for m in means)
+
+
+def _criteria(
+    rows: Sequence[Mapping[str, Any]], ys: Sequence[int], ticks: Mapping[int, tuple[str, bool]]
+) -> dict[int, str]:
+    """The success panel's note on each env's row, y -> ``success: CRITERION``, the env's
+    :func:`~teamgym.envs.describe.success_criteria` (an env stating none gets no note):
+    a rate of 0 beside a fair score (Hanabi's expert: 0% success, 17 of 25 points) reads
+    right only beside what success means there (a perfect 25)."""
+    from teamgym.envs.describe import UNSTATED, success_criteria
+
+    stated = success_criteria(r["env_id"] for r in rows)
+    env_at = {y: r["env_id"] for r, y in zip(rows, ys, strict=True)}
+    out, header = {}, None
+    for y, (_, names_an_env) in ticks.items():
+        if names_an_env:
+            header = y
+        elif header is not None and header not in out and stated[env_at[y]] != UNSTATED:
+            out[header] = f"success: {stated[env_at[y]]}"
+    return out
+
+
+def _panel_inches(panel: Panel, criteria: Mapping[int, str]) -> float:
+    """A panel's width: :data:`PANEL_INCHES`, or wider where the success panel's longest
+    note (:func:`_criteria`) needs it."""
+    if panel.metric != "success" or not criteria:
+        return PANEL_INCHES
+    longest = max(len(text) for text in criteria.values())
+    return max(PANEL_INCHES, 0.5 + NOTE_CHAR_INCHES * longest)
+
+
+def _say_what_success_means(ax: Any, criteria: Mapping[int, str]) -> None:
+    """Write each env's note (:func:`_criteria`) on its row of the success panel, from the
+    panel's left edge (an env's row has no bar)."""
+    for y, text in criteria.items():
+        ax.annotate(
+            text,
+            (0.0, y),
+            xycoords=("axes fraction", "data"),
+            xytext=(4, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=NOTE_SIZE,
+            color="0.3",
+            fontstyle="italic",
+            gid="criterion",
+        )
 
 
 def _agent_and_partner(row: Mapping[str, Any]) -> tuple[str, str | None]:

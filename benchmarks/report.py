@@ -27,11 +27,13 @@ from typing import Any
 from teamgym.benchmarks.intervals import RANGES, interval_name, mean_ci, wilson
 from teamgym.benchmarks.plots import PANELS, caption, write_plots
 from teamgym.benchmarks.results import JsonLines, latest_by_key
+from teamgym.envs.describe import success_criteria
 
 __all__ = [
     "Comparison",
     "Report",
     "compare_runs",
+    "episodes",
     "interval_name",
     "load_run",
     "mean_ci",
@@ -53,29 +55,9 @@ MEANS = {
 }
 
 
-UNSTATED = "not stated by the env (its `outcome` event decides)"
-"""What :func:`success_criteria` says for an env whose class has no ``success_criterion``."""
-
-
-def success_criteria(env_ids: Iterable[str]) -> dict[str, str]:
-    """Each env's one-line success criterion, its class's ``success_criterion``
-    (:class:`~teamgym.envs.text_env.TextParallelEnv`), in first-seen order; :data:`UNSTATED`
-    for an env that states none or that cannot be loaded here (a run read elsewhere)."""
-    from teamgym.envs import spec
-    from teamgym.envs.registration import load_entry_point
-
-    out = {}
-    for env_id in dict.fromkeys(env_ids):
-        try:
-            try:
-                factory = spec(env_id).load()
-            except KeyError:
-                factory = load_entry_point(env_id)  # an unregistered "module:attr" id
-            stated = getattr(factory, "success_criterion", None)
-        except (KeyError, ImportError, AttributeError, ValueError, TypeError):
-            stated = None
-        out[env_id] = stated if isinstance(stated, str) and stated else UNSTATED
-    return out
+def episodes(n: int) -> str:
+    """``1 episode``, ``2 episodes``: a count of episodes as a sentence says it."""
+    return f"{n} episode" if n == 1 else f"{n} episodes"
 
 
 def load_run(run_dir: str | Path) -> dict[str, dict[str, Any]]:
@@ -262,7 +244,7 @@ def _markdown(run_dir: Path, rows: list[dict[str, Any]], plots: list[str], meta:
         f"# Benchmark run: {meta.get('suite_name', run_dir.name)}",
         "",
         f"teamgym {meta.get('package_version', '?')}, suite hash `{meta.get('suite_hash', '?')}`, "
-        f"{sum(r['episodes'] for r in rows)} episodes ok, "
+        f"{episodes(sum(r['episodes'] for r in rows))} ok, "
         f"{sum(r['errored'] for r in rows)} errored.",
         "Success is the share of ok episodes that met the env's success criterion (below), "
         f"with its {interval_name('success')} over those episodes; score is the env's graded "

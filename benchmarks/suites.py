@@ -23,6 +23,7 @@ into :class:`Job` s, one per episode, each with a stable ``key`` that names it i
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import itertools
 import json
@@ -187,9 +188,11 @@ def load_suite(
     shipped = shipped_suites()
     path = shipped.get(name_or_path) or Path(name_or_path)
     if not path.is_file():
+        close = difflib.get_close_matches(name_or_path, sorted(shipped), n=3, cutoff=0.6)
+        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
         raise SuiteError(
             f"no suite {name_or_path!r}: not a shipped suite ({', '.join(sorted(shipped))}) "
-            "and not a YAML file"
+            f"and not a YAML file.{hint}"
         )
     try:
         raw = yaml.safe_load(path.read_text())

@@ -37,7 +37,11 @@ def bench_config(
             {"num_agents": num_agents, "num_rounds": num_rounds},
             layout=layout,
         )
-    loop_yaml = write_agent_loop_yaml(work / "agent_loop.yaml", max_reply_tokens=32)
+    # every agent-turn reaches the server (no forced move written by the loop), so the figures
+    # per agent-turn stay comparable with those measured before forced moves were the default
+    loop_yaml = write_agent_loop_yaml(
+        work / "agent_loop.yaml", max_reply_tokens=32, forced_moves="model"
+    )
     return compose_config(
         [
             f"teamgym.dataset_dir={data}",

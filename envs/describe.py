@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import re
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,7 @@ from teamgym.docstrings import args_section
 from teamgym.envs.presets import DEFAULT_DIFFICULTY
 from teamgym.envs.registration import spec
 
-__all__ = ["EnvArgument", "env_arguments"]
+__all__ = ["UNSTATED", "EnvArgument", "env_arguments", "success_criteria"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,8 @@ class EnvArgument:
     name: str
     default: str
     """The effective default as Python source: the registered id's own value when it sets one,
-    the preset's (``medium``) when a preset fills it, else the constructor's."""
+    the preset's (``medium``) when a preset fills it (``difficulty``: ``'medium'``, which None
+    picks), else the constructor's."""
     type: str
     """The annotation, readable (``Literal['text', 'vector']``, not an alias name)."""
     meaning: str
@@ -63,6 +64,8 @@ def env_arguments(env_id: str) -> list[EnvArgument]:
             default = env_spec.kwargs.get(p.name, p.default)
             if p.name not in env_spec.kwargs and by_preset and default in (None, "preset"):
                 shown = f"{by_preset[DEFAULT_DIFFICULTY]} (preset)"
+            elif p.name == "difficulty" and presets and default is None:
+                shown = repr(DEFAULT_DIFFICULTY)  # None picks it: show what the game plays
             else:
                 shown = "(required)" if default is inspect.Parameter.empty else repr(default)
             typed = _type_name(p.annotation, hints.get(p.name))
@@ -101,3 +104,27 @@ def _type_name(annotation: Any, resolved: Any) -> str:
         return written
     shown = str(resolved if resolved is not None else annotation)
     return re.sub(r"\btyping\.|\bcollections\.abc\.|\bteamgym\.[\w.]+\.", "", shown)
+
+
+UNSTATED = "not stated by the env (its `outcome` event decides)"
+"""What :func:`success_criteria` says for an env whose class has no ``success_criterion``."""
+
+
+def success_criteria(env_ids: Iterable[str]) -> dict[str, str]:
+    """Each env's one-line success criterion, its class's ``success_criterion``
+    (:class:`~teamgym.envs.text_env.TextParallelEnv`), in first-seen order; :data:`UNSTATED`
+    for an env that states none or that cannot be loaded here (a run read elsewhere)."""
+    from teamgym.envs.registration import load_entry_point
+
+    out = {}
+    for env_id in dict.fromkeys(env_ids):
+        try:
+            try:
+                factory = spec(env_id).load()
+            except KeyError:
+                factory = load_entry_point(env_id)  # an unregistered "module:attr" id
+            stated = getattr(factory, "success_criterion", None)
+        except (KeyError, ImportError, AttributeError, ValueError, TypeError):
+            stated = None
+        out[env_id] = stated if isinstance(stated, str) and stated else UNSTATED
+    return out

@@ -39,9 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("model", help="the SmolLM2 directory (teamgym model import smollm2)")
     parser.add_argument("--steps", type=int, default=4, help="GRPO steps (default 4)")
     parser.add_argument("--label", default="", help="a name for the printed line")
-    parser.add_argument("train_args", nargs=argparse.REMAINDER, help="more train flags, after --")
-    args = parser.parse_args(argv)
-    extra = args.train_args[1:] if args.train_args[:1] == ["--"] else args.train_args
+    argv = sys.argv[1:] if argv is None else argv
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args, extra = parser.parse_args(argv[:cut]), argv[cut + 1 :]  # more train flags, after --
     with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp:
         out = Path(tmp) / "run"
         train = [sys.executable, "-m", "teamgym", "train", "--model", args.model, "--out", str(out)]

@@ -64,7 +64,9 @@ def main(argv: list[str]) -> int:
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for k, run in enumerate(runs):
         steps, success = main_ppo_curve(run)
-        ax.plot(steps, success, "o-", color=colours[k % 10], label=f"main_ppo + vLLM, {run.name}")
+        seed = re.search(r"(\d+)$", run.name)
+        name = f"seed {seed[1]}" if seed else run.name
+        ax.plot(steps, success, "o-", color=colours[k % 10], label=f"main_ppo + vLLM, {name}")
     for seed, values in sorted(cpu_trainer_curves().items()):
         ax.plot(
             CPU_STEPS, values, "s--", color=colours[seed % 10], alpha=0.5,

@@ -14,7 +14,8 @@ NUM_AGENTS=${NUM_AGENTS:-4}
 TRAIN_EPISODES=${TRAIN_EPISODES:-4096}
 VAL_EPISODES=${VAL_EPISODES:-256}
 LAYOUT=${LAYOUT:-episode}                     # episode: a row per episode (verl's v1 trainer); row: per episode and agent
-DATA=${DATA:-$HOME/data/teamgym/$ENV_ID-${NUM_AGENTS}agents-$LAYOUT}
+# the dataset, under the project's git-ignored runs/ (absolute: VERL's Ray workers read it too)
+DATA=${DATA:-$PWD/runs/verl-data/$ENV_ID-${NUM_AGENTS}agents-$LAYOUT}
 CPU=${CPU:-0}                                 # 1: no GPU (teamgym.adapters.verl.train --cpu)
 if [[ "$CPU" == "1" ]]; then GPUS=${GPUS:-1}; TQ_STORAGE_UNITS=${TQ_STORAGE_UNITS:-1}; fi
 GPUS=${GPUS:-8}

@@ -157,7 +157,7 @@ class HumanAgent:
             except ImportError:
                 raise ValueError(
                     "human agents play on a web page, which needs FastAPI and uvicorn: "
-                    "pip install 'teamgym[web]'"
+                    "pip install 'teamgym[web]' (or pip install -e '.[web]' in a clone)"
                 ) from None
         self.table: _Table | None = None
         self.gate: asyncio.Lock | None = None

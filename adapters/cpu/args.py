@@ -91,10 +91,11 @@ class TrainArgs:
     """Passes over each rollout batch (VERL's ppo_epochs)."""
     mini_batches: int = 1
     """Optimiser steps per pass: the batch is split into this many shuffled mini-batches."""
-    micro_batch: int = 4
+    micro_batch: int = 2
     """Trajectories per forward and backward pass (VERL's ppo_micro_batch_size_per_gpu): an
     optimiser step accumulates the gradients of its mini-batch's micro-batches, weighted so the
-    loss is the mini-batch's token mean; the update's memory grows with it, its result does not."""
+    loss is the mini-batch's token mean; the update's memory grows with it, its result does not
+    (2 keeps SmolLM2's step under 6 GB: docs/speed.md)."""
     clip_ratio: float = 0.2
     """PPO clip range."""
     max_reply_tokens: int = 16

@@ -61,6 +61,7 @@ def _in_smoke_order(env_ids: list[str]) -> list[str]:
 def run(args: argparse.Namespace, console: Console) -> int:
     """Run the episodes (with a progress bar), print the table, optionally write JSON."""
     from teamgym.benchmarks.baselines import run_baselines
+    from teamgym.benchmarks.report import episodes
     from teamgym.envs import registry, spec
     from teamgym.envs.registration import latest_versions
 
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             env_ids, args.episodes, args.seed, kwargs, on_episode=lambda: progress.advance(task)
         )
     last = args.seed + args.episodes - 1
-    title = f"baselines: {args.episodes} episodes each, seeds {args.seed}..{last}"
+    title = f"baselines: {episodes(args.episodes)} each, seeds {args.seed}..{last}"
     print_summary(console, [r.summary for r in results], title)
     if args.out:
         path = Path(args.out)

@@ -45,7 +45,7 @@ def add_parser(inner: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def _compare(args: argparse.Namespace, console: Console) -> int:
-    from teamgym.benchmarks.report import compare_runs
+    from teamgym.benchmarks.report import compare_runs, episodes
 
     if args.paired:
         return _compare_paired(args, console)
@@ -56,7 +56,7 @@ def _compare(args: argparse.Namespace, console: Console) -> int:
     with bad_input(FileNotFoundError, CorruptRunError):
         cmp = compare_runs(args.run_a, args.run_b)
     console.print(
-        f"{len(cmp.same)} episodes identical, {len(cmp.different)} differ, "
+        f"{episodes(len(cmp.same))} identical, {len(cmp.different)} differ, "
         f"{len(cmp.only_a)} only in {args.run_a}, {len(cmp.only_b)} only in {args.run_b}",
         markup=False,
     )
@@ -86,6 +86,7 @@ def _compare_paired(args: argparse.Namespace, console: Console) -> int:
     import json
 
     from teamgym.benchmarks.paired import PairingError, paired_compare
+    from teamgym.benchmarks.report import episodes
 
     with bad_input(FileNotFoundError, CorruptRunError, PairingError):
         cmp = paired_compare(args.run_a, args.run_b, args.agent_a, args.agent_b)
@@ -94,7 +95,7 @@ def _compare_paired(args: argparse.Namespace, console: Console) -> int:
     console.print(
         f"A = {cmp.agent_a} ({args.run_a}), B = {cmp.agent_b} ({args.run_b}): {pairs} pairs"
         f" on the same env, arguments and seed; {errored} left out (an episode errored); "
-        f"{cmp.only_a} episodes only in A, {cmp.only_b} only in B",
+        f"{episodes(cmp.only_a)} only in A, {cmp.only_b} only in B",
         markup=False,
     )
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)

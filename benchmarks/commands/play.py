@@ -30,7 +30,7 @@ from teamgym.benchmarks.commands.common import (
     port,
     positive_int,
 )
-from teamgym.benchmarks.human import HOW_TO_REPLY, choices, typed_reply
+from teamgym.benchmarks.human import choices, how_to_reply, numbered, typed_reply
 from teamgym.envs.metrics import EpisodeMetrics
 
 NAME = "play"
@@ -144,7 +144,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
         f"You play [bold]{me}[/bold] in {args.env} (seed {args.seed}); "
         f"{', '.join(others)} played by the [bold]{escape(baseline)}[/bold] baseline."
     )
-    say(HOW_TO_REPLY)
+    # talk: whether anyone may send a message at the start (never in Hanabi, nor with
+    # communication=False): the help then shows no message example
+    game = env.unwrapped
+    talk = game.communication and any(game.can_speak(a) for a in env.possible_agents)
+    say(how_to_reply(talk, numbered(infos[me]["valid_actions"])))
     console.print(Rule("instructions"))
     say(infos[me]["instructions"])
 
@@ -162,7 +166,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
                     replies[me] = forced
                     say(f"'wait' is your only move: sent: {forced}")
                 else:
-                    replies[me] = _ask(console, me, valid)
+                    replies[me] = _ask(console, me, valid, talk)
                     say(f"sent: {replies[me]}")
             elif not done_said:
                 say("Your part is over; your teammates play on.")
@@ -183,8 +187,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _ask(console: Console, me: str, valid: list[str]) -> str:
-    """Prompt until the person types a usable reply; :class:`_Quit` when they stop."""
+def _ask(console: Console, me: str, valid: list[str], talk: bool) -> str:
+    """Prompt until the person types a usable reply; :class:`_Quit` when they stop (``talk``:
+    whether ``?`` shows how to send a message)."""
     console.print(
         "choose: " + choices(valid),
         markup=False,
@@ -199,7 +204,7 @@ def _ask(console: Console, me: str, valid: list[str]) -> str:
         if line.strip().lower() in QUIT:
             raise _Quit
         if line.strip() == "?":
-            console.print(HOW_TO_REPLY, markup=False, highlight=False)
+            console.print(how_to_reply(talk, numbered(valid)), markup=False, highlight=False)
             continue
         try:
             return typed_reply(line, valid)

@@ -80,7 +80,8 @@ class Live:
         self.start = self.last = time.monotonic()
         if todo.done and not todo.todo:
             self.console.print(
-                f"{run_dir} is complete: all {todo.total} episodes done; nothing to play",
+                f"{run_dir} is complete: {'all ' * (todo.total > 1)}{_episodes(todo.total)} "
+                "done; nothing to play",
                 markup=False,
             )
         elif todo.done:
@@ -205,11 +206,7 @@ def play_suite(suite: Suite, args: argparse.Namespace, console: Console) -> int:
             )
     except KeyboardInterrupt:
         done = live.tally["ok"] + live.tally["errored"]
-        console.print(
-            f"interrupted: the {done} episodes finished in this session are saved in {run_dir}; "
-            "run the same command to resume",
-            markup=False,
-        )
+        console.print(_interrupted(done, run_dir), markup=False)
         return 130
     errored = print_report(run_dir, console)
     if errored and not args.allow_errors:
@@ -223,6 +220,22 @@ def play_suite(suite: Suite, args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _episodes(n: int) -> str:
+    """``1 episode``, ``2 episodes``: a count of episodes as a sentence says it."""
+    return f"{n} episode" if n == 1 else f"{n} episodes"
+
+
+def _interrupted(done: int, run_dir: Path) -> str:
+    """What an interrupted run says: this session's finished episodes are kept (resumable)."""
+    if not done:
+        return "interrupted: no episode finished in this session; run the same command to resume"
+    saved = "is saved" if done == 1 else "are saved"
+    return (
+        f"interrupted: the {_episodes(done)} finished in this session {saved} in {run_dir}; "
+        "run the same command to resume"
+    )
+
+
 def print_report(run_dir: Path, console: Console) -> int:
     """Write and print the run's report; returns how many episodes errored."""
     from teamgym.benchmarks.report import write_report
@@ -233,7 +246,7 @@ def print_report(run_dir: Path, console: Console) -> int:
     errored = sum(r["errored"] for r in rows)
     if errored:
         console.print(
-            f"[yellow]{errored} episodes errored[/yellow] (reasons in "
+            f"[yellow]{_episodes(errored)} errored[/yellow] (reasons in "
             f"{escape(str(run_dir / 'report.md'))}); "
             "run the same command again to retry them"
         )

@@ -91,7 +91,8 @@ def success_table(criteria: Mapping[str, str]) -> Table:
 def print_summary(console: Console, rows: Sequence[Mapping[str, Any]], title: str) -> None:
     """Summary rows (``teamgym.benchmarks.report.summarise``'s) as ``bench run`` prints them,
     with what success means in each env under them; ``teamgym baselines`` prints the same."""
-    from teamgym.benchmarks.report import columns_and_rows, success_criteria
+    from teamgym.benchmarks.report import columns_and_rows
+    from teamgym.envs.describe import success_criteria
 
     table = Table(title=escape(title), box=box.SIMPLE_HEAD, pad_edge=False)
     columns, cells = columns_and_rows(rows)

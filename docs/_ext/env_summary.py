@@ -1,10 +1,9 @@
 """What the summary box at the top of an env page says, read from the env built with its
-registered defaults (:func:`env_summary`), and its picture as a data URI; the Sphinx directive
-that renders it is ``teamgym-env-summary`` in :mod:`teamgym_docs`."""
+registered defaults (:func:`env_summary`), and its picture as a PNG; :mod:`env_pages` writes
+it into the page."""
 
 from __future__ import annotations
 
-import base64
 import io
 from dataclasses import dataclass
 from typing import Any
@@ -247,13 +246,27 @@ def _vocabulary(names: list[str]) -> str:
     return ", ".join(shown)
 
 
-def png_data_uri(image: np.ndarray) -> str:
-    """An RGB array as a ``data:`` URI of a PNG, scaled up (nearest neighbour) to at least
-    :data:`PICTURE_WIDTH` pixels wide: the page carries its picture, no file to copy or keep."""
+def picture_png(image: np.ndarray) -> bytes:
+    """An RGB array as a PNG, scaled up (nearest neighbour) to at least :data:`PICTURE_WIDTH`
+    pixels wide: the summary block's picture beside the page."""
     from PIL import Image
 
     scale = max(1, -(-PICTURE_WIDTH // image.shape[1]))
     big = np.repeat(np.repeat(np.asarray(image, dtype=np.uint8), scale, 0), scale, 1)
     buf = io.BytesIO()
     Image.fromarray(big).save(buf, format="PNG", optimize=True)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    return buf.getvalue()
+
+
+def picture_pixels(path: Any, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The RGB array of ``shape`` a picture written by :func:`picture_png` was scaled up from
+    (None when the file is not such a scaling of that shape)."""
+    from PIL import Image
+
+    with Image.open(path) as png:
+        big = np.asarray(png.convert("RGB"))
+    height, width = shape[:2]
+    scale = big.shape[1] // width
+    if scale < 1 or big.shape[:2] != (height * scale, width * scale):
+        return None
+    return big[::scale, ::scale]

@@ -92,7 +92,14 @@ class SignalPaletteBabbler(SignalBabbler):
     """The babbler, but the speaker names an object drawn from the env's whole palette (every
     object the game's attributes make), never from its list: what it says is independent of
     the target, so a warm-up on its replies teaches the format of talking and nothing of the
-    answer. It reads the palette from the env (``bind``), not from the text."""
+    answer. It reads the palette from the env (``bind``), not from the text.
+
+    Playing every seat (``teamgym baselines``, the smoke suite) its metrics, and so its
+    fingerprint, equal the babbler's on every seed: the listeners pick at random alike, the
+    metrics never read the words said, and naming an object of the palette or of the list is
+    one draw that moves the random generator on by the same step. Only what is said differs
+    (the settings' ``trajectories`` hashes); with a listener that reads the message (the
+    ``expert`` as teammate or cross-play partner) the successes differ too."""
 
     def __init__(self, seed: int | None = None) -> None:
         super().__init__(seed)

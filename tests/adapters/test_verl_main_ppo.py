@@ -179,6 +179,9 @@ def test_main_ppo_v1_trains_two_steps_through_vllm(
         episode_dataset_dir,
         run,
         *VLLM,
+        # every turn is the model's (the loop-mechanics setting), so each trajectory holds two
+        # model spans; the shipped default's forced moves are tested by the engine-features run
+        "--loop=" + json.dumps({"forced_moves": "model"}),
         "data.train_batch_size=2",
         "trainer.test_freq=2",  # validation after step 2 (the crash is in step 1)
         env=CRASH,

@@ -103,6 +103,18 @@ def test_shipped_suites_load_and_expand() -> None:
         load_suite("smokey")
 
 
+@pytest.mark.parametrize(
+    ("name", "hint"), [("smok", "Did you mean 'smoke'"), ("defualt", "Did you mean 'default'?")]
+)
+def test_an_unknown_suite_name_offers_the_close_ones(name: str, hint: str) -> None:
+    """Issue 60: ``bench run smok`` offered nothing; a name far from every suite offers none."""
+    with pytest.raises(SuiteError, match=hint):
+        load_suite(name)
+    with pytest.raises(SuiteError) as err:
+        load_suite("nosuch")
+    assert "Did you mean" not in str(err.value) and "smoke" in str(err.value)
+
+
 def test_the_llm_smoke_suite_plays_every_env_easy_and_default_beside_random_and_expert() -> None:
     """``llm-smoke`` (issue 43): every registered env, at its ``easy`` setting and its defaults
     where it has a difficulty; each setting played by random, the expert and SmolLM2 (imported

@@ -186,3 +186,28 @@ def test_malformed_pairs_are_bad_input() -> None:
     for bad in (["a"], ["=1"], ["b="]):
         with pytest.raises(CommandError, match="--teammate expects AGENT=BASELINE"):
             parse_pairs(bad, "--teammate", metavar="AGENT=BASELINE")
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["play", "signal-v1", "--agnet", "robot_1"],
+            "unknown option --agnet; did you mean --agent?",
+        ),
+        (["bench", "run", "smoke", "--episdoes=2"], "did you mean --episodes?"),
+        (["--agnet"], "did you mean --agent (an option of teamgym play, teamgym bench run"),
+        (["play", "signal-v1", "--zzzzzz"], "unknown option --zzzzzz; teamgym play --help lists"),
+    ],
+)
+def test_an_unknown_option_names_the_closest_known_one(
+    argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 60: ``--agnet`` printed the top-level usage alone; the command that got it names
+    the option meant (a subcommand's, when the option is not the command's own)."""
+    from teamgym.benchmarks.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = " ".join(capsys.readouterr().err.split())
+    assert exit_.value.code == 2 and expected in err, err

@@ -180,3 +180,13 @@ def test_an_agent_error_names_the_agent_once_and_verbatim(tmp_path: Path) -> Non
     assert proc.returncode == 2, said
     assert "error: agent openai:m: base_url http://api.openai.com/v1 is plain HTTP" in said
     assert said.count("openai:m") == 1
+
+
+def test_counts_of_episodes_read_as_english(tmp_path: Path) -> None:
+    """Issue 60: an interrupted run said 'the 1 episodes finished'."""
+    from teamgym.benchmarks.commands.playing import _episodes, _interrupted
+
+    assert (_episodes(1), _episodes(0), _episodes(3)) == ("1 episode", "0 episodes", "3 episodes")
+    assert "the 1 episode finished in this session is saved in" in _interrupted(1, tmp_path)
+    assert "the 2 episodes finished in this session are saved in" in _interrupted(2, tmp_path)
+    assert _interrupted(0, tmp_path).startswith("interrupted: no episode finished")

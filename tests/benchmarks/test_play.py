@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from teamgym.benchmarks.human import choices, numbered, typed_reply
+from teamgym.benchmarks.human import HOW_TO_REPLY, choices, how_to_reply, numbered, typed_reply
 from teamgym.envs import make
 from teamgym.envs.parsing import parse_reply
 from teamgym.envs.signal.baselines import SignalExpert
@@ -243,3 +243,20 @@ def test_hanabi_actions_are_typed_by_name_not_by_a_number_that_misfires() -> Non
         typed_reply("1", valid)
     assert numbered(["pick 1", "pick 2", "wait"]) and numbered(["north", "wait"])
     assert not numbered(["wait", "pick 1"])  # 'pick 1' is second: '1' would mean 'wait'
+
+
+def test_the_help_shows_a_message_example_only_where_there_is_talk() -> None:
+    """Issue 60: Hanabi's help offered "e.g. '1 say: small blue'"; Hanabi has no talk and its
+    actions are typed by name."""
+    assert "'1 say: small blue'" in HOW_TO_REPLY == how_to_reply(talk=True, by_number=True)
+    hanabi = how_to_reply(talk=False, by_number=False)
+    assert "say:" not in hanabi and "number" not in hanabi and "no talk" in hanabi
+    proc = subprocess.run(
+        [sys.executable, "-m", "teamgym", "play", "hanabi-v0"],
+        input="?\nq\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count(hanabi) == 2 and "say:" not in proc.stdout, proc.stdout

@@ -23,12 +23,12 @@ from teamgym.benchmarks.plots import UNDEFINED_LABEL, ZERO_LABEL, colours, figur
 from teamgym.benchmarks.report import (
     MEANS,
     RANGES,
-    UNSTATED,
+    episodes,
     mean_ci,
-    success_criteria,
     summarise,
     write_report,
 )
+from teamgym.envs.describe import UNSTATED, success_criteria
 
 ZEROS = {"success": False, "collaboration_index": 0.0, "contribution_gini": 0.0}
 """An agent that never succeeds, never completes a subtask it tries, shares credit evenly."""
@@ -66,7 +66,11 @@ def row_ys(ax: Any) -> dict[str, float]:
 def labels_at(ax: Any) -> dict[str, str]:
     """Row (its tick label: the agent) -> the text written on that row of a panel."""
     rows = {round(y): label for label, y in row_ys(ax).items()}
-    return {rows[round(text.xy[1])]: text.get_text() for text in ax.texts}
+    return {
+        rows[round(text.xy[1])]: text.get_text()
+        for text in ax.texts
+        if text.get_gid() != "criterion"  # what success means, on an env's row
+    }
 
 
 def legends(fig: Any) -> list[Any]:
@@ -92,16 +96,91 @@ def _close_figures() -> Any:
 
 
 def test_every_plot_has_a_legend_naming_the_agents_colours(three_agents) -> None:
+    """One legend per plot, naming the agents whose colour it shows: ``zero`` never succeeds
+    (no bar in success.png) but talks (a bar in collaboration.png's communication)."""
     made = figures(three_agents)
     assert set(made) == {"success.png", "collaboration.png"}
+    named = {"success.png": ["full", "none"], "collaboration.png": ["full", "zero", "none"]}
     for name, fig in made.items():
         found = legends(fig)
         assert len(found) == 1, f"{name}: {len(found)} legends"
         [legend] = found
-        assert [t.get_text() for t in legend.get_texts()] == ["full", "zero", "none"], name
-        bars = fig.axes[0].patches
-        for handle, bar in zip(legend.legend_handles, bars, strict=True):
-            assert handle.get_facecolor() == bar.get_facecolor(), f"{name}: colours differ"
+        assert [t.get_text() for t in legend.get_texts()] == named[name], name
+        colour = {label: bar.get_facecolor() for label, bar in bars_by_row(fig).items()}
+        for handle, text in zip(legend.legend_handles, legend.get_texts(), strict=True):
+            assert handle.get_facecolor() == colour[text.get_text()], f"{name}: colours differ"
+
+
+def bars_by_row(fig: Any) -> dict[str, Any]:
+    """Row (its tick label: the agent) -> its bar in the figure's first panel."""
+    rows = {round(y): label for label, y in row_ys(fig.axes[0]).items()}
+    return {rows[round(bar.get_y() + bar.get_height() / 2)]: bar for bar in fig.axes[0].patches}
+
+
+def drawn_agents(fig: Any) -> set[str]:
+    """The rows of a figure with a visible bar in some panel (neither 0 nor undefined)."""
+    rows = {round(y): label for label, y in row_ys(fig.axes[0]).items()}
+    return {
+        rows[round(bar.get_y() + bar.get_height() / 2)]
+        for ax in fig.axes
+        for bar in ax.patches
+        if bar.get_width() == bar.get_width() and bar.get_width() != 0  # not NaN, not 0
+    }
+
+
+def test_a_legend_names_only_the_agents_its_plot_draws() -> None:
+    """Issue (newcomer round): the smoke plots' legends named ``freerider``, whose bars are all
+    0 or undefined (publicgoods' free rider never succeeds, collaborates, talks, and has no
+    Gini): nothing in its colour is drawn, so the legend no longer names it."""
+    never = {**ZEROS, "communication_frequency": 0.0, "contribution_gini": None}
+    rows = rows_of(
+        [record("expert", s) for s in range(3)],
+        [record("random", s, success=False) for s in range(3)],
+        [record("freerider", s, **never) for s in range(3)],
+    )
+    made = figures(rows)
+    for name, fig in made.items():
+        [legend] = legends(fig)
+        texts = [t.get_text() for t in legend.get_texts()]
+        assert set(texts) == drawn_agents(fig), name
+        assert "freerider" not in texts, name
+    assert [t.get_text() for t in legends(made["success.png"])[0].get_texts()] == ["expert"]
+    collaboration = [t.get_text() for t in legends(made["collaboration.png"])[0].get_texts()]
+    assert collaboration == ["expert", "random"]
+    only_zeros = figures(rows_of([record("freerider", s, **never) for s in range(3)]))
+    for name, fig in only_zeros.items():
+        assert legends(fig) == [], f"{name}: a legend for nothing drawn"
+
+
+def test_the_success_panel_says_what_success_means_in_each_env() -> None:
+    """Hanabi's expert scores 0.68 at 0% success: the success panel writes on Hanabi's row
+    that success there is a perfect score (25 points), from the env's ``success_criterion``."""
+    episodes = [record("expert", s, success=False, score=0.68) for s in range(3)]
+    for r in episodes:
+        r.update(env_id="hanabi-v0", config_hash="h-hanabi", group="hanabi-v0 expert")
+    rows = summarise(
+        {
+            **{f"hanabi/{r['seed']}": r for r in episodes},
+            **{f"signal/{s}": record("expert", s) for s in range(3)},
+        }
+    )
+    fig = figures(rows)["success.png"]
+    [ax] = fig.axes
+    notes = {
+        round(text.xy[1]): text.get_text() for text in ax.texts if text.get_gid() == "criterion"
+    }
+    ys = row_ys(ax)
+    criteria = success_criteria(["hanabi-v0", "signal-v1"])
+    assert notes == {
+        round(ys["hanabi-v0"]): f"success: {criteria['hanabi-v0']}",
+        round(ys["signal-v1"]): f"success: {criteria['signal-v1']}",
+    }
+    assert "25 points" in notes[round(ys["hanabi-v0"])]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for text in ax.texts:
+        box, inside = text.get_window_extent(renderer), ax.get_window_extent(renderer)
+        assert inside.x0 <= box.x0 and box.x1 <= inside.x1, f"{text.get_text()!r} leaves the panel"
 
 
 def test_zero_and_undefined_are_labelled_apart(three_agents) -> None:
@@ -252,8 +331,11 @@ def test_sixteen_pairings_leave_the_panels_room(sixteen_pairings) -> None:
 
 def test_every_pairing_is_drawn_apart(sixteen_pairings) -> None:
     """16 pairings of 4 agents: one colour per agent, one hatch per partner, so no two bars
-    alike (tab10 drew the 11th agent as the 1st); the legend names both."""
-    fig = figures(sixteen_pairings)["success.png"]
+    alike (tab10 drew the 11th agent as the 1st); the legend names both where they are drawn
+    (every pairing in collaboration.png; in success.png only the expert's self-play, the one
+    pairing that succeeds)."""
+    made = figures(sixteen_pairings)
+    fig = made["collaboration.png"]
     bars = fig.axes[0].patches
     styles = {(bar.get_facecolor(), bar.get_hatch()) for bar in bars}
     assert len(bars) == len(styles) == 16
@@ -261,6 +343,9 @@ def test_every_pairing_is_drawn_apart(sixteen_pairings) -> None:
     assert len({bar.get_hatch() for bar in bars}) == 5  # four partners and self-play's none
     texts = {t.get_text() for t in legends(fig)[0].get_texts()} - {""}
     assert texts == {*AGENTS, *(f"with {a}" for a in AGENTS)}, texts
+    [success] = legends(made["success.png"])
+    assert [t.get_text() for t in success.get_texts()] == ["expert"]
+    assert success.get_title().get_text() == "agent"
     for n in (10, 16, 20, 25):
         assert len(set(colours(n))) == n, f"{n} agents share colours"
     assert colours(10) == [plt.get_cmap("tab10")(i) for i in range(10)]
@@ -283,6 +368,19 @@ def test_axes_are_labelled_and_the_caption_names_the_error_bars(three_agents) ->
     assert "error bars: 95% Wilson score interval over n = 4 episodes per bar" in success
     collaboration = made["collaboration.png"].get_suptitle().replace("\n", " ")
     assert "95% Student-t interval" in collaboration and "n = 4 episodes" in collaboration
+
+
+def test_one_episode_is_counted_in_the_singular(tmp_path: Path) -> None:
+    """Issue (newcomer round): "1 episodes ok" in report.md, "n = 1 episodes per bar" in the
+    plots' captions."""
+    with (tmp_path / "results.jsonl").open("w") as out:
+        out.write(_line(record("expert", 0)))
+    write_report(tmp_path)
+    report = (tmp_path / "report.md").read_text()
+    assert "1 episode ok, 0 errored." in report and "1 episodes" not in report
+    assert "over n = 1 episode per bar." in report
+    assert episodes(1) == "1 episode" and episodes(0) == "0 episodes"
+    assert episodes(2) == "2 episodes"
 
 
 def test_report_names_the_error_bars_and_what_success_means(tmp_path: Path) -> None:

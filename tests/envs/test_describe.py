@@ -21,6 +21,13 @@ def test_a_preset_filled_default_shows_the_presets_value() -> None:
     assert "4..20" in size.meaning
 
 
+@pytest.mark.parametrize("env_id", ["hanabi-v0", "foraging-v1", "keydoor-v0", "publicgoods-v0"])
+def test_difficulty_shows_the_preset_none_picks(env_id: str) -> None:
+    """Issue 60: ``difficulty`` showed ``None`` beside "(default ``medium``)"."""
+    difficulty = _by_name(env_id)["difficulty"]
+    assert difficulty.default == "'medium'" and "medium" in difficulty.meaning
+
+
 def test_types_read_as_written_and_aliases_resolve() -> None:
     args = _by_name("foraging-v0")
     assert args["size"].type == "int | None"

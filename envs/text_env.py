@@ -21,6 +21,7 @@ from pettingzoo import ParallelEnv
 
 from teamgym.envs import events as ev
 from teamgym.envs.counterfactual import Snapshot, idle_rewards, snapshot
+from teamgym.envs.drawing import Drawing
 from teamgym.envs.game import GameHooks, GameStep
 from teamgym.envs.messages import (
     CHARS_PER_TOKEN,
@@ -300,6 +301,12 @@ class TextParallelEnv(GameHooks, ParallelEnv[str, Any, Any]):
         """What a person playing ``agent`` may see of the global view (``teamgym play --web``
         draws it beside the observation), or None, the default, where that view would show what
         the seat may not know (signal's target, another seat's private state)."""
+        return None
+
+    def drawing(self, agent: str) -> Drawing | None:
+        """``agent``'s picture of the game: SVG drawn from data that holds only what its
+        observation allows (see :mod:`teamgym.envs.drawing`); ``teamgym play --web`` shows it.
+        None, the default, for a game that draws none."""
         return None
 
     def _game_render_rgb(self) -> np.ndarray:

@@ -32,7 +32,7 @@ from typing import Any
 from teamgym.adapters.agents.kinds import AgentError, AgentSpec
 from teamgym.web.hub import HISTORY, EpisodeView, Hub
 
-__all__ = ["HumanAgent", "HumanEpisode", "build", "people", "table"]
+__all__ = ["HumanAgent", "HumanEpisode", "build", "people", "seat_view", "table"]
 
 #: Where unfinished episodes' replies (and the people's tokens) are kept unless the spec says:
 #: the run directory's ``human/`` once the runner has set :data:`RUN_JOURNAL`, else this.
@@ -257,14 +257,7 @@ class HumanEpisode:
         view.seats[agent] = person
         if "instructions" in info:
             view.instructions[agent] = str(info["instructions"])
-        picture = getattr(getattr(self.env, "unwrapped", self.env), "picture", None)
-        view.last[agent] = {
-            "person": person,
-            "step": step,
-            "observation": observation,
-            "valid_actions": valid,
-            "picture": picture(agent) if callable(picture) else None,
-        }
+        view.last[agent] = seat_view(self.env, agent, person, step, observation, valid)
         start, how = time.monotonic(), "asked"
         sha = _sha(observation)
         kept = self.journal.pop((agent, step), None)
@@ -332,6 +325,30 @@ class HumanEpisode:
             handle.write(json.dumps(line, sort_keys=True) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
+
+
+def seat_view(
+    env: Any, agent: str, person: str, step: int, observation: str, valid: list[str]
+) -> dict[str, Any]:
+    """What ``agent``'s page shows at this turn, and nothing its observation does not allow:
+    the observation, the valid actions, the env's text ``picture`` and SVG ``drawing`` for that
+    seat (each env's own, restricted to the seat), and whether a message can go with the reply
+    (the message box shows only then)."""
+    game = getattr(env, "unwrapped", env)
+    picture = getattr(game, "picture", None)
+    drawing = getattr(game, "drawing", None)
+    drawn = drawing(agent) if callable(drawing) else None
+    speak = getattr(game, "can_speak", None)
+    return {
+        "person": person,
+        "step": step,
+        "observation": observation,
+        "valid_actions": valid,
+        "picture": picture(agent) if callable(picture) else None,
+        "drawing": drawn.public() if drawn is not None else None,
+        "can_speak": not callable(speak)
+        or (bool(getattr(game, "communication", True)) and bool(speak(agent))),
+    }
 
 
 def _sha(text: str) -> str:

@@ -73,7 +73,8 @@ class EpisodeView:
     status: str = "playing"
     instructions: dict[str, str] = field(default_factory=dict)
     last: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Per seat: the person, the latest observation, its step, valid actions and picture."""
+    """Per seat: :func:`~teamgym.web.agent.seat_view` at its latest turn (observation, step,
+    valid actions, the text picture and the SVG drawing, whether it may send a message)."""
     history: list[dict[str, Any]] = field(default_factory=list)
     result: dict[str, Any] | None = None
 

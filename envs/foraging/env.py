@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from teamgym.envs import events as ev
+from teamgym.envs.drawing import Drawing
 from teamgym.envs.foraging import feedback as say
 from teamgym.envs.foraging.world import MOVES, Field, spawn
 from teamgym.envs.grid import offset_words
@@ -301,6 +302,15 @@ class ForagingEnv(TextParallelEnv):
     def picture(self, agent: str) -> str | None:
         """The field, where agents see all of it (``sight`` None, the easy setting)."""
         return self._game_render() if self.sight is None else None
+
+    def drawing(self, agent: str) -> Drawing | None:
+        """The field as ``agent`` sees it, fogged beyond its ``sight``
+        (:mod:`teamgym.envs.foraging.drawing`)."""
+        if self.field is None:
+            return None
+        from teamgym.envs.foraging.drawing import drawing
+
+        return drawing(self, agent)
 
     def _game_render(self) -> str:
         f = self.field

@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from teamgym.envs import events as ev
+from teamgym.envs.drawing import Drawing
 from teamgym.envs.hanabi.rules import (
     COLOURS,
     NUM_RANKS,
@@ -352,6 +353,15 @@ class HanabiEnv(TextParallelEnv):
             else line
             for line in self._game_render().splitlines()
         )
+
+    def drawing(self, agent: str) -> Drawing | None:
+        """The table as ``agent`` sees it: its teammates' cards, what the hints say of its own,
+        the fireworks, tokens, discards and last moves (:mod:`teamgym.envs.hanabi.drawing`)."""
+        if self.game is None:
+            return None
+        from teamgym.envs.hanabi.drawing import drawing
+
+        return drawing(self, agent)
 
     def _game_render(self) -> str:
         game = self.game

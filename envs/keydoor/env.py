@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from teamgym.envs import events as ev
+from teamgym.envs.drawing import Drawing
 from teamgym.envs.keydoor.world import MOVES, Layout, generate_layout, relative
 from teamgym.envs.presets import int_in, resolve
 from teamgym.envs.text_env import GameStep, TextParallelEnv
@@ -263,6 +264,15 @@ class KeyDoorEnv(TextParallelEnv):
         mates = [f"{a} {relative(here, c)}" for a, c in self.pos.items() if a != agent]
         lines.append("Teammates: " + "; ".join(mates) + ".")
         return "\n".join(lines)
+
+    def drawing(self, agent: str) -> Drawing | None:
+        """The rooms as ``agent`` sees them, the treasure only from where it is seen
+        (:mod:`teamgym.envs.keydoor.drawing`)."""
+        if self.layout is None:
+            return None
+        from teamgym.envs.keydoor.drawing import drawing
+
+        return drawing(self, agent)
 
     def _game_render(self) -> str:
         if self.layout is None:

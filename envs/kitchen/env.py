@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from teamgym.envs import events as ev
+from teamgym.envs.drawing import Drawing
 from teamgym.envs.kitchen.layouts import LAYOUT_NAMES, Cell, Layout, load_layout
 from teamgym.envs.kitchen.words import (
     FACING,
@@ -334,6 +335,12 @@ class KitchenEnv(TextParallelEnv):
     def picture(self, agent: str) -> str | None:
         """The whole kitchen: every chef sees all of it."""
         return self._game_render()
+
+    def drawing(self, agent: str) -> Drawing | None:
+        """The whole kitchen, as every chef sees it (:mod:`teamgym.envs.kitchen.drawing`)."""
+        from teamgym.envs.kitchen.drawing import drawing
+
+        return drawing(self, agent)
 
     def _game_render(self) -> str:
         k = self.kitchen

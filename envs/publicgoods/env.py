@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from teamgym.envs import events as ev
+from teamgym.envs.drawing import Drawing
 from teamgym.envs.presets import int_in, resolve
 from teamgym.envs.text_env import GameStep, TextParallelEnv
 
@@ -110,6 +111,9 @@ class PublicGoodsEnv(TextParallelEnv):
         self.round_index = 0
         self.phase: Literal["talk", "contribute"] = "contribute"
         self.last: dict[str, int] = {}
+        #: (multiplier, contributions) of every round played: what each round's next
+        #: observation showed everyone (the page draws them; observations show the last only).
+        self.history: list[tuple[float, dict[str, int]]] = []
         self.earned: dict[str, float] = {}
         self.contributed: dict[str, int] = {}
         self.zeros = 0
@@ -122,6 +126,7 @@ class PublicGoodsEnv(TextParallelEnv):
         self.round_index = 0
         self.phase = "talk" if self.communication else "contribute"
         self.last = {}
+        self.history = []
         self.earned = dict.fromkeys(self.possible_agents, 0.0)
         self.contributed = dict.fromkeys(self.possible_agents, 0)
         self.zeros = 0
@@ -166,6 +171,7 @@ class PublicGoodsEnv(TextParallelEnv):
             else:
                 events.append(ev.subtask_failed(subtask, [agent], "free-rode"))
         self.last = chosen
+        self.history.append((self.round_multiplier, chosen))
         self.round_index += 1
         done = self.round_index >= self.num_rounds
         if done:
@@ -224,6 +230,13 @@ class PublicGoodsEnv(TextParallelEnv):
             f"{head} Contribute phase: you have {self.endowment} coins; choose "
             f"'contribute K' (0..{self.endowment}). {last} {mine}"
         )
+
+    def drawing(self, agent: str) -> Drawing | None:
+        """The contributions round by round, this round's multiplier and ``agent``'s coins
+        (:mod:`teamgym.envs.publicgoods.drawing`)."""
+        from teamgym.envs.publicgoods.drawing import drawing
+
+        return drawing(self, agent)
 
     def _game_render(self) -> str:
         rows = [

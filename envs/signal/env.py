@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from teamgym.envs import events as ev
+from teamgym.envs.drawing import Drawing
 from teamgym.envs.signal.world import Round, decode, describe, generate_round, vocabulary
 from teamgym.envs.text_env import GameStep, TextParallelEnv
 
@@ -321,6 +322,15 @@ class SignalEnv(TextParallelEnv):
         return (
             f"{head} Pick the object {self.speaker} described. Your objects:\n{self._lines[agent]}"
         )
+
+    def drawing(self, agent: str) -> Drawing | None:
+        """The round's objects drawn in ``agent``'s order, the target marked for the speaker
+        only (:mod:`teamgym.envs.signal.drawing`)."""
+        if self.round is None:
+            return None
+        from teamgym.envs.signal.drawing import drawing
+
+        return drawing(self, agent)
 
     def _game_render(self) -> str:
         if self.round is None:

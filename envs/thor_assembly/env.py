@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from teamgym.envs.drawing import Drawing
 from teamgym.envs.text_env import GameStep, TextParallelEnv
 from teamgym.envs.thor_assembly import episode, joint, rules, vector, views
 from teamgym.envs.thor_assembly.planning import planning_turn
@@ -290,6 +291,15 @@ class ThorAssemblyEnv(TextParallelEnv):
 
     def _game_observation(self, agent: str) -> str:
         return views.observation(self._state, agent, self.plan_template)
+
+    def drawing(self, agent: str) -> Drawing | None:
+        """The house as ``agent`` knows it: the floor plan, its place and what it sees there,
+        the task's connections (:mod:`teamgym.envs.thor_assembly.drawing`)."""
+        if self.assembly is None:
+            return None
+        from teamgym.envs.thor_assembly.drawing import drawing
+
+        return drawing(self, agent)
 
     def _game_render(self) -> str:
         if self.assembly is None:

@@ -1,17 +1,20 @@
 """``teamgym play ENV --web`` as a user starts it: a process, the links it prints, its page's API
-(``WebPlay``); the answers a test gives come from :func:`first_action` unless it says."""
+(``WebPlay``); the answers a test gives come from :func:`first_action` unless it says; and a
+headless Chromium (``browser``, one per test module) to open its page."""
 
 from __future__ import annotations
 
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -134,3 +137,40 @@ def web_play() -> Iterator[Callable[..., WebPlay]]:
         if play.proc.poll() is None:
             play.proc.kill()
             play.proc.wait()
+
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory) -> Iterator[Any]:
+    """Headless Chromium (Debian's, driven by Selenium), flags as this machine's closed network
+    needs them; a 1200 x 1100 window unless a test sets its own size."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    if not (Path(CHROMIUM).exists() and Path(DRIVER).exists()):
+        message = "Debian's chromium and chromium-driver are not installed (.ci/run installs them)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1200,1100",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()

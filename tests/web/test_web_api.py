@@ -6,6 +6,7 @@ bad requests refused with the episode untouched, a stop and a resume, every regi
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -253,15 +254,17 @@ def test_every_registered_env_and_a_plugin_play_through_the_page(tmp_path, web_p
     out = tmp_path / "run"
     play = web_play(
         ["bench", "run", str(tmp_path / "suite.yaml"), "--out", str(out), "--quiet"],
-        env={"PYTHONPATH": str(tmp_path)},
+        env={"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])},
     )
     pictures: dict[str, bool] = {}
+    drawings: dict[str, str] = {}
 
     def choose(turn: dict[str, Any]) -> dict[str, Any]:
         episode = next(e for e in play.state()["episodes"] if e["turns"])
         seen = episode["last"][turn["seat"]]
         assert seen["observation"] == turn["observation"]
         pictures[episode["env_id"]] = seen["picture"] is not None
+        drawings[episode["env_id"]] = (seen["drawing"] or {}).get("svg", "")
         return {"action": turn["valid_actions"][-1]}
 
     play.play_out(choose)
@@ -272,6 +275,8 @@ def test_every_registered_env_and_a_plugin_play_through_the_page(tmp_path, web_p
     assert all(r["status"] == "ok" and r["agent"].startswith("human:player+") for r in lines)
     assert pictures["hanabi-v0"] and pictures["kitchen-v0"]
     assert not pictures["signal-v1"] and not pictures["my-signal-v0"]  # no picture to hide
+    # every env (the plugin's, a SignalEnv, too) sends its drawing for the person's seat
+    assert sorted(drawings) == sorted(envs) and all(d.startswith("<svg") for d in drawings.values())
 
 
 def test_a_crossplay_matrix_gets_a_human_row(tmp_path, web_play):

@@ -1,63 +1,30 @@
 """The page in a real headless Chromium (Debian's, driven by Selenium): a person plays whole
 episodes by clicking, with an LLM teammate (``teamgym serve`` on loopback) and with the expert;
 what the page shows at each turn is the env's observation, the picture hides the person's own
-Hanabi cards, a closed tab resumes from its link, and a screenshot shows a rendered page."""
+Hanabi cards, a closed tab resumes from its link, and a screenshot shows a rendered page
+(``TEAMGYM_WRITE_DOC_IMAGES=1`` keeps the end of the LLM episode for the web guide)."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 pytest.importorskip("fastapi")
-webdriver = pytest.importorskip("selenium.webdriver")
+pytest.importorskip("selenium.webdriver")
 
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.by import By
 
-from teamgym.envs import make  # noqa: E402
+from teamgym.envs import make
 
 SECRET = "sk-teamgym-web-test-0123456789"  # the LLM teammate's key: never on the page
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory) -> Iterator[Any]:
-    """Headless Chromium, flags as this machine's closed network needs them."""
-    if not (Path(CHROMIUM).exists() and Path(DRIVER).exists()):
-        message = "Debian's chromium and chromium-driver are not installed (.ci/run installs them)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1200,1100",
-        f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
-    driver.set_page_load_timeout(60)
-    yield driver
-    driver.quit()
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "images"
 
 
 def _wait(browser: Any, css: str, timeout: float = 120) -> list[Any]:
@@ -183,6 +150,8 @@ def test_a_person_plays_signal_with_an_llm_teammate_in_the_browser(
         _wait(browser, "body[data-over='1']")  # the page says the session is over
         assert "The session has ended" in _text(browser.find_element(By.ID, "waiting"))
         browser.save_screenshot(str(tmp_path / "signal.png"))
+        if os.environ.get("TEAMGYM_WRITE_DOC_IMAGES"):  # the web guide's picture of the end
+            browser.save_screenshot(str(DOCS / "web-signal-result.png"))
         code, printed = play.finish()
     finally:
         server.stop()

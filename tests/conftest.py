@@ -37,7 +37,6 @@ ENGINES = (
     "tests/adapters/test_verl_cpu_host.py",
     "tests/adapters/test_verl_main_ppo.py",
     "tests/adapters/test_verl_ray_resources.py",
-    "tests/adapters/test_verl_registry.py",
     "tests/adapters/test_verl_sampler.py",
     "tests/adapters/test_verl_tq_writes.py",
     "tests/adapters/test_verl_v1.py",

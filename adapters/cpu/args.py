@@ -47,7 +47,8 @@ class TrainArgs:
     partners: list[str] = field(default_factory=list)
     """Frozen partners of the ``partner_seats`` (``SPEC[=WEIGHT]``): a pool, one partner an
     episode, drawn from its seed with the weights (:class:`~teamgym.envs.partners.PartnerPool`);
-    baselines and ``checkpoint:DIR`` (LLM servers need VERL's episode layout)."""
+    baselines, ``checkpoint:DIR`` and LLM servers (``openai:MODEL@URL``, asked each turn by the
+    episode loop, as under ``main_ppo``)."""
     partner_seats: list[str] = field(default_factory=list)
     """The agents the partners play (not trained)."""
     eval_partners: list[str] = field(default_factory=list)

@@ -1,16 +1,17 @@
 """Rollouts of the CPU GRPO trainer: VERL's config and input batches, batch metrics, evaluation.
 
-Rows are built as VERL's ``RLHFDataset`` yields them and played by VERL's real
-``AgentLoopWorker`` with our ``teamgym_agent`` loop (as the legacy trainer runs it under
-``teamgym.adapters.verl.train``: :class:`~teamgym.adapters.verl.workers.TeamAgentLoopWorker`,
-which builds the loop by a call instead of Hydra, same rows), so the trainer sees exactly what
-a GPU run's actor sees.
+Rows are built as VERL's ``RLHFDataset`` yields them, one per episode, and played by the
+episode loop (``teamgym_episode``, the loop ``main_ppo`` runs) in VERL's real
+``AgentLoopWorker``, in-process (:class:`~teamgym.adapters.verl.workers.TeamAgentLoopWorker`:
+the loop built by a call, each agent's trajectory stored under the uid verl's v1 worker gives
+it), so the trainer sees what a GPU run's actor sees.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -28,6 +29,7 @@ __all__ = [
     "build_batch",
     "check_prompt_length",
     "compose_config",
+    "episode_uid",
     "evaluate",
     "evaluate_metrics",
     "groups_with_signal",
@@ -48,7 +50,6 @@ def compose_config(rollout: RolloutArgs, run: Path, update: UpdateArgs | None = 
     settings = AgentLoopSettings(
         sharing=RewardSharing(weight=rollout.sharing_weight, mode=rollout.sharing_mode),
         max_reply_tokens=rollout.max_reply_tokens,
-        join_timeout=30,
         turn_timeout=300,
         forced_moves=rollout.forced_moves,
         stop=rollout.stop,
@@ -73,7 +74,11 @@ def compose_config(rollout: RolloutArgs, run: Path, update: UpdateArgs | None = 
 
 
 def build_batch(rollout: RolloutArgs, seeds: list[int], split: str, repeat: int) -> Any:
-    """Rows as VERL's RLHFDataset yields them, uid'd and repeated interleaved like the trainer."""
+    """Episode-layout rows as VERL's RLHFDataset yields them (one per seed, played whole by the
+    episode loop), each repeated ``repeat`` times as copies ``session_id`` 0, 1, ...: the
+    batch the v1 worker's ``rollout.n`` sessions play. A row's uid is a UUID named by its
+    episode (the same in every run), so each agent's copies form one ``grpo`` group
+    (``U_k``) and the episode's agents one ``team_grpo`` group (``U``)."""
     from verl.protocol import DataProto
 
     from teamgym.adapters.verl.dataset import episode_rows
@@ -92,22 +97,33 @@ def build_batch(rollout: RolloutArgs, seeds: list[int], split: str, repeat: int)
         "agent_name": _objects([r["agent_name"] for r in rows]),
         "data_source": _objects([r["data_source"] for r in rows]),
         "index": _objects([r["extra_info"]["index"] for r in rows]),
-        # one GRPO group per (seed, agent), as VERL's per-row uid gives
-        "uid": _objects([f"{r['extra_info']['episode']}/{r['extra_info']['agent']}" for r in rows]),
+        "uid": _objects([episode_uid(r["extra_info"]["episode"]) for r in rows]),
     }
     batch = DataProto.from_dict(
         tensors={"dummy": torch.zeros(len(rows), 1)}, non_tensors=non_tensor
     )
-    return batch.repeat(repeat_times=repeat, interleave=True)
+    batch = batch.repeat(repeat_times=repeat, interleave=True)
+    batch.non_tensor_batch["session_id"] = np.tile(np.arange(repeat), len(rows))
+    return batch
+
+
+#: The namespace of the CPU trainer's row uids (:func:`episode_uid`).
+_UID_NAMESPACE = uuid.UUID("5f0c2a5e-7d1b-4c3e-9a57-2f3b6d1e8c40")
+
+
+def episode_uid(episode: str) -> str:
+    """A row uid for ``episode``: a UUID as verl makes its rows', but named by the episode, so
+    a rerun's batch (and its request ids, its sampling) is the same."""
+    return str(uuid.uuid5(_UID_NAMESPACE, episode))
 
 
 def check_prompt_length(rollout: RolloutArgs, tokenizer: Any) -> None:
     """Refuse a ``prompt_length`` shorter than the env's first turn (VERL would silently cut
     the instructions off the left of every prompt)."""
-    from teamgym.adapters.verl.dataset import PromptTooLongError, episode_rows
+    from teamgym.adapters.verl.dataset import PromptTooLongError, agent_rows
 
     env, kwargs, teammates = rollout.env, rollout.env_kwargs, rollout.teammates
-    rows = episode_rows(env, kwargs, [0, 1, 2], "check", teammates=teammates, partners=rollout.pool)
+    rows = agent_rows(env, kwargs, [0, 1, 2], "check", teammates=teammates, partners=rollout.pool)
 
     def tokens(messages: list[dict[str, str]]) -> int:
         text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)

@@ -136,7 +136,7 @@ def _lineups(warmup: WarmupArgs, env: Any) -> tuple[Lineup, Lineup]:
     in ``warmup.teachers``, else by ``warmup.teacher``; agents with the same teacher share it.
     A ``checkpoint:`` teacher's greedy replies end as the trainer's rollouts end (the
     rollout's ``max_reply_tokens``, ``stop``, ``forced_moves``; its chat cut to
-    ``prompt_length``); teammates play as the trainer's hub plays them."""
+    ``prompt_length``); teammates play as the trainer's episode loop plays them."""
     rollout = warmup.rollout
     seated = set(rollout.teammates) | set(rollout.partner_seats)
     trained = [a for a in env.possible_agents if a not in seated]

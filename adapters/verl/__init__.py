@@ -1,8 +1,8 @@
 """VERL adapter: multi-agent teamgym episodes as VERL rollout batches for shared-reward GRPO.
 
-Pieces, each one module: ``dataset`` (parquet rows, one per episode seed and agent), ``hub``
-(where the agents of an episode meet), ``agent_loop`` (VERL ``AgentLoopBase`` subclass,
-registered as ``teamgym_agent``), ``advantage`` (the ``team_grpo`` estimator), ``config``
+Pieces, each one module: ``dataset`` (parquet rows, one per episode seed), ``episode_loop``
+(VERL ``AgentLoopBase`` subclass playing a whole episode, registered as ``teamgym_episode``),
+``workers`` (verl's workers building it by a call), ``advantage`` (the ``team_grpo`` estimator), ``config``
 (start-up validation, paths of our Hydra overlay), ``server`` (CPU servers with VERL's
 ``generate()`` interface), ``train`` (``python -m teamgym.adapters.verl.train``).
 

@@ -25,30 +25,23 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from teamgym.adapters.verl.errors import TeamConfigError
-from teamgym.adapters.verl.rows import (
-    TEAM_MANAGERS,
-    check_batches,
-    check_padding,
-    check_row_changes,
-    manager_class,
-)
+from teamgym.adapters.verl.rows import TEAM_MANAGER, check_padding, check_row_changes
 from teamgym.adapters.verl.settings import (
     AGENT_LOOP_CONFIG,
     AgentLoopSettings,
     write_agent_loop_yaml,
 )
-from teamgym.names import AGENT_LOOP_NAME, EPISODE_LOOP_NAME
+from teamgym.names import EPISODE_LOOP_NAME
 
 __all__ = [
     "AGENT_LOOP_CONFIG",
     "CONFIG_DIR",
     "ENGINE_EXTRAS",
-    "TEAM_MANAGERS",
+    "TEAM_MANAGER",
     "TeamConfigError",
     "agent_loop_entry",
     "agent_loop_settings",
     "check_engine",
-    "manager_class",
     "train_manifest",
     "validate_config",
     "verl_validate",
@@ -85,7 +78,7 @@ def dataset_manifest(dataset_dir: Any) -> Any:
 
 def _trajectories_per_row(batch: Any, dataset_dir: Any) -> int:
     """``${teamgym.per_row:B,DIR}``: B rows in trajectories per copy (B x the trained agents of
-    an episode-layout dataset, else B): the overlay's mini-batch, one optimizer step a batch."""
+    the dataset, else B): the overlay's mini-batch, one optimizer step a batch."""
     manifest = dataset_manifest(dataset_dir)
     return int(batch) * (manifest.agents_per_row if manifest is not None else 1)
 
@@ -102,18 +95,18 @@ def train_manifest(cfg: DictConfig) -> Any:
     return dataset_manifest(os.path.dirname(str(first))) if first else None
 
 
-def agent_loop_entry(cfg: DictConfig, name: str = AGENT_LOOP_NAME) -> dict[str, Any] | None:
-    """The ``name`` entry (``teamgym_agent`` by default) of the configured agent-loop YAML, as
-    written (None if there is none)."""
+def agent_loop_entry(cfg: DictConfig) -> dict[str, Any] | None:
+    """The ``teamgym_episode`` entry of the configured agent-loop YAML, as written (None if
+    there is none)."""
     path = cfg.actor_rollout_ref.rollout.agent.get("agent_loop_config_path")
     if not path:
         return None
     entries: Any = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    return next((e for e in entries or [] if e.get("name") == name), None)
+    return next((e for e in entries or [] if e.get("name") == EPISODE_LOOP_NAME), None)
 
 
 def agent_loop_settings(cfg: DictConfig) -> AgentLoopSettings | None:
-    """The settings of the ``teamgym_agent`` entry of the configured agent-loop YAML (None if
+    """The settings of the ``teamgym_episode`` entry of the configured agent-loop YAML (None if
     there is none); an unknown key raises ``TypeError``."""
     entry = agent_loop_entry(cfg)
     return None if entry is None else AgentLoopSettings.from_entry(entry)
@@ -151,23 +144,21 @@ def validate_config(
     :class:`TeamConfigError` with the fix, and returns warnings (also emitted) for choices that
     run but are probably wrong."""
     manifest = train_manifest(cfg)
-    layout = "row" if manifest is None else manifest.layout  # none: the stricter checks
-    loop = _check_settings(cfg, layout)
-    check_row_changes(cfg, layout)
+    loop = _check_settings(cfg)
+    check_row_changes(cfg)
     notes: list[str] = []
     rollout = cfg.actor_rollout_ref.rollout
     if check_data:
         from teamgym.adapters.verl.dataset import check_files
 
         manifest = check_files(cfg.data.train_files, cfg.data.get("val_files"))
-        check_batches(cfg, loop, manifest.rows_per_episode, manifest.val_rows, manifest.layout)
         notes += _check_prompts(cfg, manifest)
     notes += check_padding(cfg, 1 if manifest is None else manifest.agents_per_row)
     from teamgym.adapters.verl.resources import check_resources
 
     notes += check_resources(cfg, nodes)
     estimator = str(cfg.algorithm.adv_estimator)
-    _check_estimator(cfg, estimator, manifest.layout if manifest is not None else layout)
+    _check_estimator(cfg, estimator)
     if estimator not in SUPPORTED_ESTIMATORS:
         notes.append(
             f"algorithm.adv_estimator={estimator}: teamgym is tested with {', '.join(SUPPORTED_ESTIMATORS)}"
@@ -187,7 +178,7 @@ def validate_config(
     return notes
 
 
-def _check_estimator(cfg: DictConfig, estimator: str, layout: str) -> None:
+def _check_estimator(cfg: DictConfig, estimator: str) -> None:
     """A turn-level estimator only where its turns' rewards reach it (see
     :mod:`teamgym.adapters.verl.turn_advantage`)."""
     from teamgym.adapters.verl.turn_advantage import check_turn_estimator
@@ -195,9 +186,7 @@ def _check_estimator(cfg: DictConfig, estimator: str, layout: str) -> None:
     correction = cfg.algorithm.get("rollout_correction") or {}
     rejection = None if correction.get("bypass_mode") else correction.get("rollout_rs")
     try:
-        check_turn_estimator(
-            estimator, layout, bool(cfg.trainer.get("use_v1", True)), rejection or None
-        )
+        check_turn_estimator(estimator, rejection or None)
     except ValueError as exc:
         raise TeamConfigError(str(exc)) from None
 
@@ -233,8 +222,8 @@ def check_engine(cfg: DictConfig) -> None:
         )
 
 
-def _check_settings(cfg: DictConfig, layout: str = "row") -> AgentLoopSettings:
-    """Settings that lose or split episodes of per-agent rows; returns the loop's settings."""
+def _check_settings(cfg: DictConfig) -> AgentLoopSettings:
+    """The agent-loop YAML and the settings it cannot run with; returns the loop's settings."""
     rollout = cfg.actor_rollout_ref.rollout
     try:
         loop = agent_loop_settings(cfg)
@@ -243,34 +232,7 @@ def _check_settings(cfg: DictConfig, layout: str = "row") -> AgentLoopSettings:
     if loop is None:
         raise TeamConfigError(
             "actor_rollout_ref.rollout.agent.agent_loop_config_path must point at a YAML with a "
-            f"'teamgym_agent' entry, e.g. {AGENT_LOOP_CONFIG}"
-        )
-    episode = agent_loop_entry(cfg, EPISODE_LOOP_NAME)
-    if episode is not None:
-        try:
-            theirs = AgentLoopSettings.from_entry(episode)
-        except (TypeError, ValueError) as exc:
-            raise TeamConfigError(
-                f"the agent-loop YAML's {EPISODE_LOOP_NAME} entry: {exc}"
-            ) from exc
-        if theirs != loop:
-            differ = sorted(k for k, v in loop.to_dict().items() if theirs.to_dict()[k] != v)
-            raise TeamConfigError(
-                f"the agent-loop YAML's {AGENT_LOOP_NAME} and {EPISODE_LOOP_NAME} entries differ "
-                f"in {', '.join(differ)}: both loops take one set of settings (the workers get "
-                f"{AGENT_LOOP_NAME}'s); edit both alike, or write the file with "
-                "teamgym.adapters.verl.config.write_agent_loop_yaml"
-            )
-    if cfg.data.get("shuffle", True) and layout == "row":
-        raise TeamConfigError(
-            "data.shuffle=True lets VERL's sampler separate the agents of one episode across "
-            "batches; set data.shuffle=False (teamgym datasets are already shuffled by episode)"
-        )
-    if cfg.data.get("filter_overlong_prompts", True) and layout == "row":
-        raise TeamConfigError(
-            "data.filter_overlong_prompts=True makes VERL drop single rows, which splits their "
-            "episodes; set it to false and measure prompts when building the dataset "
-            "(`teamgym verl-data --tokenizer MODEL --max-prompt-length N`)"
+            f"'{EPISODE_LOOP_NAME}' entry, e.g. {AGENT_LOOP_CONFIG}"
         )
     if loop.stop and str(rollout.name) == "sglang":
         raise TeamConfigError(

@@ -1,26 +1,18 @@
-"""Build the parquet files VERL's ``RLHFDataset`` reads, in one of two layouts.
+"""Build the parquet files VERL's ``RLHFDataset`` reads: one row per episode seed.
 
-``layout="episode"`` (the default; verl's v1 trainer): one row per episode seed, played whole by
-the episode loop (``agent_name`` ``teamgym_episode``), which returns one trajectory per trained
-agent. ``extra_info`` holds the env id, env kwargs (JSON), seed, episode key, the trained agents
-(JSON list, the env's order), the teammates (JSON) and every trained agent's first messages
-(``prompts``, JSON); ``prompt`` is the longest of them (``RLHFDataset`` needs one).
-
-``layout="row"`` (the legacy trainer and the CPU trainer): one row per (episode seed, agent).
-Each row holds the agent's first chat messages (system: the env's instructions; user: its
-first observation) under ``prompt``, ``agent_name`` (our agent loop), and ``extra_info`` with
-the env id, env kwargs (JSON), seed, agent, episode key and the teammates played by baseline
-policies (JSON; their agents get no row, the episode hub plays them). Rows of one episode are adjacent
-and episodes are shuffled as units, so run VERL with ``data.shuffle=False`` (checked by
-:func:`teamgym.adapters.verl.config.validate_config`). Train and validation seeds come from
-disjoint ranges: train below ``EVAL_SEED_BASE``, validation from it upwards
-(:func:`teamgym.envs.seeds.dataset_seeds`).
+A row is played whole by the episode loop (``agent_name`` ``teamgym_episode``), which returns
+one trajectory per trained agent. ``extra_info`` holds the env id, env kwargs (JSON), seed,
+episode key, the trained agents (JSON list, the env's order), the teammates played by baseline
+policies or partners (JSON) and every trained agent's first messages (``prompts``, JSON: system,
+the env's instructions; user, its first observation); ``prompt`` is the longest of them
+(``RLHFDataset`` needs one). Train and validation seeds come from disjoint ranges: train below
+``EVAL_SEED_BASE``, validation from it upwards (:func:`teamgym.envs.seeds.dataset_seeds`).
 
 With ``tokenizer`` (the model's, a path or a Hub name), every prompt is measured as VERL's agent
 loop renders it (chat template with the generation prompt) and a dataset with a prompt over
-``max_prompt_length`` tokens is refused whole: VERL would drop such a row alone
-(``filter_overlong_prompts``) and break the adjacency of its episode's rows. The longest prompt
-is recorded in ``manifest.json`` so the train entry can check it against ``data.max_prompt_length``.
+``max_prompt_length`` tokens is refused whole, rather than cut by VERL mid-run. The longest
+prompt is recorded in ``manifest.json`` so the train entry can check it against
+``data.max_prompt_length``.
 """
 
 from __future__ import annotations
@@ -33,18 +25,18 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from teamgym.adapters.verl.partners import check_partner_layout, partner_source
+from teamgym.adapters.verl.partners import check_partner_pools, partner_source
 from teamgym.envs.lineup import check_teammates
 from teamgym.envs.partners import PartnerPool
 from teamgym.envs.registration import make
 from teamgym.envs.seeds import dataset_seeds
-from teamgym.names import AGENT_LOOP_NAME, EPISODE_LOOP_NAME
+from teamgym.names import EPISODE_LOOP_NAME
 
 __all__ = [
-    "LAYOUTS",
     "DatasetManifest",
     "DatasetMismatchError",
     "PromptTooLongError",
+    "agent_rows",
     "build_dataset",
     "check_dataset",
     "check_files",
@@ -52,9 +44,9 @@ __all__ = [
     "prompt_token_lengths",
 ]
 
-
-#: The dataset layouts: one row per episode (v1 trainer), one per (episode, agent).
-LAYOUTS = ("episode", "row")
+#: The one layout a dataset has now (``manifest.json``'s ``layout``; ``row`` datasets, one row
+#: per agent, are refused with the command that rebuilds them).
+LAYOUT = "episode"
 
 
 @dataclass(frozen=True)
@@ -65,7 +57,7 @@ class DatasetManifest:
     env_kwargs: dict[str, Any]
     num_agents: int
     rows_per_episode: int
-    """Agents trained per episode (the team minus the teammates played by baselines)."""
+    """Rows per episode: 1."""
     teammates: dict[str, str]
     train_episodes: int
     val_episodes: int
@@ -78,11 +70,11 @@ class DatasetManifest:
     """The tokenizer the prompt lengths were measured with (None: not measured)."""
     max_prompt_tokens: int | None = None
     """The longest first prompt in tokens of ``tokenizer`` (chat template, generation prompt)."""
-    layout: str = "row"
-    """``episode`` (a row is an episode, played by ``teamgym_episode``) or ``row`` (a row is
-    one agent of an episode)."""
+    layout: str = LAYOUT
+    """``episode``: a row is an episode, played by ``teamgym_episode`` (``row``, one row per
+    agent, was the legacy trainer's)."""
     agents_per_row: int = 1
-    """Trajectories each row yields per copy: the trained agents (episode layout), else 1."""
+    """Trajectories each row yields per copy: the trained agents."""
     partners: dict[str, Any] | None = None
     """The training episodes' partner pool (seats, specs, weights), or None."""
     val_partners: dict[str, Any] | None = None
@@ -94,9 +86,8 @@ class PromptTooLongError(ValueError):
 
 
 def _first_prompts(row: dict[str, Any]) -> list[list[dict[str, str]]]:
-    """The first prompts a row's loop renders: each trained agent's (episode layout), or its one."""
-    prompts = row["extra_info"].get("prompts")
-    return list(json.loads(prompts).values()) if prompts else [list(row["prompt"])]
+    """The first prompts a row's loop renders: each trained agent's."""
+    return list(json.loads(row["extra_info"]["prompts"]).values())
 
 
 def prompt_token_lengths(rows: Sequence[dict[str, Any]], tokenizer: Any) -> list[int]:
@@ -118,7 +109,7 @@ def _kwargs_key(env_kwargs: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(env_kwargs, sort_keys=True).encode()).hexdigest()[:8]
 
 
-def episode_rows(
+def agent_rows(
     env_id: str,
     env_kwargs: dict[str, Any],
     seeds: Sequence[int],
@@ -127,10 +118,11 @@ def episode_rows(
     teammates: dict[str, str] | None = None,
     partners: PartnerPool | None = None,
 ) -> list[dict[str, Any]]:
-    """The dataset rows of the episodes ``seeds`` (agents of one episode adjacent); agents in
-    ``teammates`` (agent -> baseline name) get no row: the episode hub plays them. With
-    ``partners``, each episode's partner seats go to the partner the pool picks for its seed,
-    written into the row's ``teammates`` and ``partner``."""
+    """Each trained agent's first prompt in the episodes ``seeds``, as a row's fields (agents of
+    one episode adjacent): what :func:`episode_rows` gathers, and what a prompt check renders.
+    Agents in ``teammates`` (agent -> baseline name) get none: the episode's env plays them.
+    With ``partners``, each episode's partner seats go to the partner the pool picks for its
+    seed, written into ``teammates`` and ``partner``."""
     env = make(env_id, **{**env_kwargs, "obs_mode": "text"})
     kwargs_json = json.dumps(env_kwargs, sort_keys=True)
     teammates = dict(teammates or {})
@@ -156,7 +148,6 @@ def episode_rows(
                         {"role": "system", "content": infos[agent]["instructions"]},
                         {"role": "user", "content": obs[agent]},
                     ],
-                    "agent_name": AGENT_LOOP_NAME,
                     "ability": "multi-agent",
                     "reward_model": {"style": "env", "ground_truth": ""},
                     "extra_info": {
@@ -178,7 +169,7 @@ def episode_rows(
     return rows
 
 
-def whole_episode_rows(
+def episode_rows(
     env_id: str,
     env_kwargs: dict[str, Any],
     seeds: Sequence[int],
@@ -187,12 +178,10 @@ def whole_episode_rows(
     teammates: dict[str, str] | None = None,
     partners: PartnerPool | None = None,
 ) -> list[dict[str, Any]]:
-    """The episode-layout rows of the episodes ``seeds``: one per seed, for the episode loop,
-    made from :func:`episode_rows`' rows of its trained agents."""
+    """The dataset rows of the episodes ``seeds``: one per seed, for the episode loop, made from
+    :func:`agent_rows`' prompts of its trained agents."""
     rows, index = [], start_index
-    per_agent = episode_rows(
-        env_id, env_kwargs, seeds, split, teammates=teammates, partners=partners
-    )
+    per_agent = agent_rows(env_id, env_kwargs, seeds, split, teammates=teammates, partners=partners)
     for _, group in itertools.groupby(per_agent, key=lambda r: r["extra_info"]["episode"]):
         agents = list(group)
         info = dict(agents[0]["extra_info"])
@@ -237,12 +226,11 @@ def build_dataset(
     teammates: dict[str, str] | None = None,
     tokenizer: str | None = None,
     max_prompt_length: int = 2048,
-    layout: str = "episode",
     partners: PartnerPool | None = None,
     val_partners: PartnerPool | None = None,
 ) -> DatasetManifest:
-    """Write ``train.parquet``, ``val.parquet`` and ``manifest.json`` into ``out_dir`` in
-    ``layout`` (``episode`` or ``row``: see the module docstring); with ``tokenizer``, refuse
+    """Write ``train.parquet``, ``val.parquet`` and ``manifest.json`` into ``out_dir`` (see the
+    module docstring); with ``tokenizer``, refuse
     (:class:`PromptTooLongError`) prompts over ``max_prompt_length``. ``partners``: a pool for
     the partner seats of every episode (``val_partners``: of the validation episodes instead,
     e.g. partners held out of training)."""
@@ -250,20 +238,17 @@ def build_dataset(
 
     if train_episodes < 1 or val_episodes < 0:
         raise ValueError("train_episodes must be >= 1 and val_episodes >= 0")
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
     val_partners = partners if val_partners is None else val_partners
-    check_partner_layout(layout, partners, val_partners)
-    make_rows = whole_episode_rows if layout == "episode" else episode_rows
+    check_partner_pools(partners, val_partners)
     env_kwargs = dict(env_kwargs or {})
     env_kwargs.pop("obs_mode", None)
     train_seeds, val_seeds = dataset_seeds(seed, train_episodes, val_episodes)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    train = make_rows(
+    train = episode_rows(
         env_id, env_kwargs, train_seeds, "train", teammates=teammates, partners=partners
     )
-    val = make_rows(
+    val = episode_rows(
         env_id,
         env_kwargs,
         val_seeds,
@@ -297,10 +282,7 @@ def build_dataset(
         val_seeds_sha256=hashlib.sha256(json.dumps(sorted(val_seeds)).encode()).hexdigest(),
         tokenizer=tokenizer,
         max_prompt_tokens=max_tokens,
-        layout=layout,
-        agents_per_row=len(json.loads(train[0]["extra_info"]["agents"]))
-        if layout == "episode"
-        else 1,
+        agents_per_row=len(json.loads(train[0]["extra_info"]["agents"])),
         partners=None if partners is None else partners.to_json(),
         val_partners=None if val_partners is None else val_partners.to_json(),
     )
@@ -346,6 +328,12 @@ def _check_file(path: Path) -> tuple[DatasetManifest, int]:
             "are whole: point data.train_files / data.val_files at files `teamgym verl-data` wrote"
         )
     manifest = DatasetManifest(**json.loads(meta.read_text()))
+    if manifest.layout != LAYOUT:
+        raise DatasetMismatchError(
+            f"{path} has one row per agent (layout {manifest.layout!r}), which only verl's "
+            "retired legacy trainer read: rebuild it with the same `teamgym verl-data` command "
+            "(one row per episode)"
+        )
     infos = pq.read_table(path, columns=["extra_info"]).column("extra_info").to_pylist()
     expected = {"train.parquet": manifest.train_rows, "val.parquet": manifest.val_rows}.get(
         path.name
@@ -371,7 +359,7 @@ def _check_file(path: Path) -> tuple[DatasetManifest, int]:
 def check_files(train_files: Any, val_files: Any = None) -> DatasetManifest:
     """Check the parquet files VERL will load (``data.train_files``, ``data.val_files``: a path
     or a list) against the ``manifest.json`` beside each: row counts, and every episode's rows
-    adjacent and complete (what the episode hub relies on). Returns the first train file's
+    adjacent and complete. Returns the first train file's
     manifest with the row counts of all the files; raises :class:`DatasetMismatchError` saying
     what differs."""
     train = [_check_file(p) for p in _file_list(train_files)]
@@ -380,12 +368,12 @@ def check_files(train_files: Any, val_files: Any = None) -> DatasetManifest:
         raise DatasetMismatchError(
             "data.train_files is empty: point it at `teamgym verl-data` output"
         )
-    units = {(m.layout, m.rows_per_episode, m.agents_per_row) for m, _ in train + val}
+    units = {m.agents_per_row for m, _ in train + val}
     if len(units) > 1:
         raise DatasetMismatchError(
-            f"data.train_files and data.val_files mix datasets of {len(units)} layouts or team "
-            "sizes (layout, rows per episode, agents per row: "
-            f"{sorted(units)}): VERL's batches would mix them; use files of one layout and team size"
+            f"data.train_files and data.val_files mix datasets of {len(units)} team sizes "
+            f"(trained agents per row: {sorted(units)}): VERL's batches would mix them; use "
+            "files of one team size"
         )
     measured = [m.max_prompt_tokens for m, _ in train + val]
     return replace(

@@ -1,17 +1,16 @@
-"""One episode's env as VERL's loops play it: the part the episode hub and the episode loop share.
+"""One episode's env as the episode loop plays it.
 
 :class:`EpisodeEnv` builds the env with reward sharing and the scripted teammates (seeded by
 :class:`~teamgym.envs.lineup.Lineup`'s training rule), resets it with the episode seed, steps it
 with the trained agents' replies (the teammates' moves added, an absent agent's reply a no-op),
-and tracks the episode metrics. The per-row loop reaches it through the episode hub
-(:mod:`teamgym.adapters.verl.hub`, where the loops of one episode meet); the episode loop
-(:mod:`teamgym.adapters.verl.episode_loop`) owns one directly.
+and tracks the episode metrics; the episode loop (:mod:`teamgym.adapters.verl.episode_loop`)
+owns one per copy of an episode.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +56,6 @@ class EpisodeEnv:
         teammates: agents not trained: a baseline or ``checkpoint:DIR`` (``{"robot_0":
             "expert"}``, played here) or an LLM partner (``openai:MODEL@URL``,
             ``transformers:DIR``: asked with :meth:`partner_replies`); the rest are trained.
-        keep: agents the caller plays, which must be agents of the env and not teammates.
     """
 
     def __init__(
@@ -67,25 +65,14 @@ class EpisodeEnv:
         seed: int,
         sharing: RewardSharing | None = None,
         teammates: Mapping[str, str] | None = None,
-        factory: Callable[[str, dict[str, Any]], Any] | None = None,
-        keep: Collection[str] = (),
     ) -> None:
-        self.env = SharedReward(
-            (factory or _make)(env_id, dict(env_kwargs)), sharing or RewardSharing()
-        )
-        unknown = [a for a in keep if a not in self.env.possible_agents]
-        if unknown:
-            self.env.close()
-            raise ValueError(
-                f"agent {unknown[0]!r} is not in {env_id} "
-                f"(agents: {', '.join(self.env.possible_agents)})"
-            )
+        self.env = SharedReward(_make(env_id, dict(env_kwargs)), sharing or RewardSharing())
         names = dict(sorted((teammates or {}).items()))
         self.seed = int(seed)
         self.partners: Partners | None = None
         """The LLM partners' seats (None without any): the caller asks them each turn."""
         try:
-            check_teammates(names, self.env.possible_agents, keep=tuple(keep))
+            check_teammates(names, self.env.possible_agents)
             scripted, llm = split_teammates(names)
             lineup = Lineup.build(env_id, scripted, seed=seed, first_slot=None)
             self.teammates = lineup.start(self.env, seed).policies
@@ -97,8 +84,6 @@ class EpisodeEnv:
 
         self.trained: tuple[str, ...] = tuple(a for a in self.env.possible_agents if a not in names)
         """The agents the model plays, in the env's order."""
-        self.missing: tuple[str, ...] = ()
-        """Trained agents no one plays (the hub's rows that never joined): their replies are no-ops."""
         self.tracker: EpisodeTracker | None = None
         self.idle = IdleCount()
         self.last_obs: dict[str, Any] = {}
@@ -153,12 +138,11 @@ class EpisodeEnv:
         return out
 
     def metrics(self, aborted: str | None = None) -> dict[str, Any]:
-        """The episode metrics so far (JSON-ready), with the agents no one played and why the
-        episode was cut short, if it was."""
+        """The episode metrics so far (JSON-ready), with why the episode was cut short, if it
+        was."""
         tracker = self.tracker or EpisodeTracker(self.env.possible_agents)
         out = tracker.metrics().to_dict()
         out["idle"] = self.idle.all_idle(self.trained)
-        out["missing_agents"] = list(self.missing)
         out["aborted"] = aborted
         partner_figures = self.partners.metrics() if self.partners is not None else {}
         out |= {name: partner_figures.get(name, 0.0) for name in PARTNER_METRICS}

@@ -1,8 +1,8 @@
 """``TeamEpisodeLoop``: one dataset row is one episode; the loop plays the whole team.
 
 Registered in VERL as ``teamgym_episode`` (the rows' ``agent_name``; ``teamgym verl-data`` writes
-this layout by default). For verl's v1 trainer only: it returns a ``list[AgentLoopOutput]``, one
-multi-turn trajectory per trained agent, which verl's legacy worker cannot take. One coroutine
+one row per episode). It returns a ``list[AgentLoopOutput]``, one multi-turn trajectory per
+trained agent, which teamgym's workers store one agent per uid. One coroutine
 owns the env (:class:`~teamgym.adapters.verl.episode_env.EpisodeEnv`, with the scripted
 teammates); each turn it sends every live agent's ``generate()`` at once (a sticky request id
 per agent and session, ``{episode}#s{session}/{agent}``, for the engine's prefix cache and
@@ -23,11 +23,11 @@ stores agent ``k``'s trajectory of session ``s`` of row ``U`` under the uid ``U_
 so DAPO filtering and refills act on whole episodes), verl's ``grpo`` and its validation group
 by the uid (one agent's ``rollout.n`` trajectories), and ``team_grpo`` by the episode.
 
-Playing a turn, building a trajectory and its output are :class:`TeamLoopBase`'s, shared with
-the per-row loop. An episode that does not finish normally (a generate call that fails, a turn
-slower than ``turn_timeout``) raises: verl's v1 worker writes nothing for that session and marks
-the row's group ``failure``; a session left alone of its ``rollout.n`` copies raises too (a GRPO
-group of one has no baseline), as in the per-row loop.
+Playing a turn, building a trajectory and its output are :class:`TeamLoopBase`'s. An episode
+that does not finish normally (a generate call that fails, a turn slower than ``turn_timeout``)
+raises: verl's v1 worker writes nothing for that session and marks the row's group ``failure``;
+a session left alone of its ``rollout.n`` copies raises too (a GRPO group of one has no
+baseline).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ SEAT_FIELD = "teamgym_seat"
 
 @dataclass(frozen=True)
 class EpisodeRow:
-    """One episode-layout dataset row, as the loop reads it from ``extra_info``."""
+    """One dataset row (an episode), as the loop reads it from ``extra_info``."""
 
     env_id: str
     env_kwargs: dict[str, Any]
@@ -82,9 +82,8 @@ class EpisodeRow:
         info = kwargs["extra_info"]
         if "prompts" not in info:
             raise ValueError(
-                f"row {info.get('episode', '?')} is not an episode-layout row (one per agent?): "
-                "rebuild the dataset with `teamgym verl-data --layout episode`, or give its rows "
-                "agent_name teamgym_agent"
+                f"row {info.get('episode', '?')} is not an episode row (one per agent, as the "
+                "retired legacy trainer read?): rebuild the dataset with `teamgym verl-data`"
             )
 
         def load(value: Any) -> Any:
@@ -118,7 +117,7 @@ class _Seat:
 
 class TeamEpisodeLoop(TeamLoopBase):
     """Agent loop playing a whole episode per row (see the module docstring). Takes the same
-    YAML keys as ``TeamAgentLoop``; ``hub`` and ``join_timeout`` do not apply (no hub)."""
+    keys of its YAML entry (:class:`~teamgym.adapters.verl.settings.AgentLoopSettings`)."""
 
     # verl types run() as returning one output; its v1 worker takes a list (agent_loop_tq.py:150-155)
     async def run(  # type: ignore[override]
@@ -184,7 +183,7 @@ class TeamEpisodeLoop(TeamLoopBase):
             where = f"{row.episode} (session {kwargs.get('session_id', 0)})"
 
             # 2. one seat per trained agent: its prompt, its trajectory, its request id (named
-            # by the episode and the copy, as the hub names instances: the same in every run,
+            # by the episode and the copy: the same in every run,
             # so a server that seeds sampling by request id samples the same)
             session = f"{row.episode}#s{kwargs.get('session_id', 0)}"
             logprobs = bool(sampling_params.get("logprobs"))

@@ -1,12 +1,11 @@
-"""What teamgym's two VERL agent loops share: settings, prompts, one turn, the output.
+"""The episode loop's machinery: settings, prompts, one turn, the output.
 
 :class:`TeamLoopBase` is an ``AgentLoopBase`` that reads its :class:`AgentLoopSettings` from the
 keys of its YAML entry, renders and checks the first prompt, plays one agent's turn (a forced
 move, the model's reply while the budget lasts, else an empty reply) into a
 :class:`~teamgym.adapters.verl.trajectory.Trajectory`, and turns a finished trajectory into the
-``AgentLoopOutput`` VERL stores. The per-row loop (:mod:`.agent_loop`: one row = one agent of an
-episode, meeting its teammates in the episode hub) and the episode loop (:mod:`.episode_loop`:
-one row = one episode, one trajectory per trained agent) are its two subclasses.
+``AgentLoopOutput`` VERL stores. The episode loop (:mod:`.episode_loop`: one row = one episode,
+one trajectory per trained agent) is its subclass.
 """
 
 from __future__ import annotations
@@ -59,8 +58,7 @@ class EpisodeIncomplete(RuntimeError):
 
 class _Quorum:
     """The copies of one row in this process (one ``uid``: v1 starts its ``rollout.n`` sessions
-    together in one worker; the legacy trainer's repeated rows may be split across workers, and
-    fails the step on any error anyway), settling together: a copy that completed while every
+    together in one worker; the CPU trainer's in-process worker, a row's copies), settling together: a copy that completed while every
     other copy failed would be a GRPO group of one, with no baseline (VERL's ``grpo`` would give
     it its raw score as advantage), so it is dropped too. Copies start before their first ``await`` (VERL creates a row's sessions
     together), so ``started`` is complete before any copy settles."""
@@ -102,7 +100,7 @@ _QUORUMS: dict[str, _Quorum] = {}
 
 
 _END_OF_TURN: dict[tuple[int, str], tuple[Any, list[int]]] = {}
-"""Owned by ``TeamAgentLoop.__init__``: :func:`end_of_turn_ids` per tokenizer object (kept
+"""Owned by ``TeamLoopBase.__init__``: :func:`end_of_turn_ids` per tokenizer object (kept
 alive beside its ids, so no other object takes its id) and chat template."""
 
 
@@ -124,7 +122,7 @@ def end_of_turn_ids(tokenizer: Any) -> list[int]:
 
 
 class TeamLoopBase(AgentLoopBase):
-    """The agent-loop machinery both teamgym loops share (see the module docstring).
+    """The agent-loop machinery of teamgym's loop (see the module docstring).
 
     Keyword arguments are VERL's plus the keys of the agent-loop YAML entry (not the whole
     config tree), read once into :attr:`settings`

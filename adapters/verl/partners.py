@@ -38,7 +38,7 @@ __all__ = [
     "PARTNER_METRICS",
     "PartnerFailed",
     "Partners",
-    "check_partner_layout",
+    "check_partner_pools",
     "is_llm_partner",
     "partner_source",
     "partner_spec",
@@ -140,24 +140,14 @@ def partner_source(env_id: str, partner: str) -> str:
     return f"{env_id}/with:{parse_agent_spec(partner_spec(partner)).label}"
 
 
-def check_partner_layout(
-    layout: str, train: PartnerPool | None = None, *val: PartnerPool | None
-) -> None:
-    """LLM partners are asked by the episode loop only: refuse them on per-agent rows; refuse
-    :data:`~teamgym.envs.partners.SELF` in the training pool (its rows would hold more trained
-    agents than the partners' rows, and verl's batch sizes count trajectories per row)."""
-    pools = (train, *val)
+def check_partner_pools(train: PartnerPool | None = None, *val: PartnerPool | None) -> None:
+    """Refuse :data:`~teamgym.envs.partners.SELF` in the training pool (its rows would hold more
+    trained agents than the partners' rows, and verl's batch sizes count trajectories per row);
+    ``val``: the held-out pools, where it may play."""
     if train is not None and SELF in train.specs:
         raise ValueError(
             f"{SELF!r} is a held-out partner only (--val-partner self, --eval-partner self): "
             "a training row with "
             "it holds every agent's trajectory, a partner's row fewer, and one run's rows must "
             "hold the same number; train self-play in a run without --partner"
-        )
-    llm = sorted({s for p in pools if p is not None for s in p.specs if is_llm_partner(s)})
-    if llm and layout != "episode":
-        raise ValueError(
-            f"LLM partners ({', '.join(llm)}) play on the episode layout only (the episode "
-            "loop asks them each turn; the per-agent rows' hub steps the env without them): "
-            "use --layout episode"
         )

@@ -80,13 +80,11 @@ def _held_cpus(cfg: DictConfig, nodes: Sequence[dict[str, Any]]) -> list[float]:
     for i, count in zip(gpu_nodes, gpus, strict=False):
         held[i] += CPUS_PER_GPU_BUNDLE * count
     queue = cfg.get("transfer_queue", {}).get("backend", {})
-    v1 = bool(cfg.trainer.get("use_v1", True))
-    if v1 and queue.get("storage_backend", "SimpleStorage") == "SimpleStorage":
+    if queue.get("storage_backend", "SimpleStorage") == "SimpleStorage":
         order = sorted(range(len(nodes)), key=lambda i: str(nodes[i].get("NodeID", i)))
         for unit in range(int(queue.SimpleStorage.num_data_storage_units)):
             held[order[unit % len(nodes)]] += 1
-    if v1:
-        held[0] += 1  # TransferQueueController
+    held[0] += 1  # TransferQueueController
     return held
 
 

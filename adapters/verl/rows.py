@@ -1,8 +1,8 @@
-"""What VERL does to rows, checked against the dataset layout: the start-up checks of the
-batches, the row-changing features (DAPO, refills, async trainers, custom samplers and
-classes) and the padding VERL adds. With per-agent rows anything that drops, refills or splits
-single rows can separate teammates; with episode rows (a row is a whole episode) most of it is
-harmless. Called by :func:`teamgym.adapters.verl.config.validate_config`.
+"""What VERL does to rows, checked at start-up: the row-changing features (DAPO, refills,
+async trainers, custom samplers and classes) and the padding VERL adds. A row is a whole
+episode, so dropping or refilling rows keeps teams whole; what teamgym has not trained
+through, or cannot check, is refused with the setting and the fix. Called by
+:func:`teamgym.adapters.verl.config.validate_config`.
 """
 
 from __future__ import annotations
@@ -13,28 +13,21 @@ from typing import Any
 from omegaconf import DictConfig
 
 from teamgym.adapters.verl.errors import TeamConfigError
-from teamgym.adapters.verl.settings import AgentLoopSettings
 
 __all__ = [
     "SAMPLER_NAME",
     "SAMPLER_PATH",
-    "TEAM_MANAGERS",
-    "check_batches",
+    "TEAM_MANAGER",
     "check_padding",
     "check_row_changes",
     "is_custom_sampler",
     "is_team_sampler",
-    "manager_class",
     "poll_intervals",
 ]
 
-#: teamgym's agent-loop managers (:mod:`teamgym.adapters.verl.workers`: verl's own, with the
-#: loop built by a call) for the v1 trainer and the legacy one; the start-up checks accept the
-#: one of the trainer that runs in ``agent_loop_manager_class``.
-TEAM_MANAGERS = {
-    True: "teamgym.adapters.verl.workers.TeamAgentLoopManagerTQ",
-    False: "teamgym.adapters.verl.workers.TeamAgentLoopManager",
-}
+#: teamgym's agent-loop manager (:mod:`teamgym.adapters.verl.workers`: verl's v1 one, with
+#: the loop built by a call); the start-up checks accept it in ``agent_loop_manager_class``.
+TEAM_MANAGER = "teamgym.adapters.verl.workers.TeamAgentLoopManagerTQ"
 
 
 #: How ``trainer.v1.sampler.custom_sampler`` names teamgym's replay buffer
@@ -68,128 +61,31 @@ def poll_intervals(kwargs: Any) -> tuple[float, float]:
     return low, high
 
 
-def manager_class(cfg: DictConfig) -> str:
-    """teamgym's agent-loop manager (import path) for a config's trainer: the v1 one unless
-    ``trainer.use_v1`` is false."""
-    return TEAM_MANAGERS[bool(cfg.trainer.get("use_v1", True))]
-
-
-def _keeps_episodes(rows: int, parts: int, unit: int) -> bool:
-    """Whether ``rows`` cut into ``parts`` chunks the way ``TensorDict.chunk`` cuts them
-    (``ceil(rows / parts)`` each) leaves every chunk a whole number of ``unit``-row episodes."""
-    return rows % unit == 0 and -(-rows // parts) % unit == 0
-
-
-def check_batches(
-    cfg: DictConfig, loop: AgentLoopSettings, unit: int, val_rows: int, layout: str = "row"
-) -> None:
-    """Train and validation batches, and their cut across agent-loop workers, hold whole episodes
-    (always so in the episode layout: a row is an episode, and no hub is involved)."""
-    rollout = cfg.actor_rollout_ref.rollout
-    workers = int(rollout.agent.get("num_workers", 1) or 1)
-    local_hub = loop.hub == "local" and layout == "row"
-    v1 = bool(cfg.trainer.get("use_v1", True))
-    batch = int(cfg.data.train_batch_size)
-    if batch % unit:
-        raise TeamConfigError(
-            f"data.train_batch_size={batch} is not a multiple of the {unit} agents per "
-            f"episode; use a multiple of {unit} (e.g. {unit * max(1, batch // unit)})"
-        )
-    for key in ("train_max_samples", "val_max_samples"):
-        cap = int(cfg.data.get(key, -1) or -1)
-        if cap > 0 and cap % unit:
-            raise TeamConfigError(
-                f"data.{key}={cap} keeps the first {cap} rows, which cuts an episode of {unit} "
-                f"agents; use a multiple of {unit} (e.g. {unit * max(1, cap // unit)}), or -1"
-            )
-    cap = int(cfg.data.get("val_max_samples", -1) or -1)
-    val_rows = min(val_rows, cap) if cap > 0 else val_rows
-    gen = cfg.data.get("gen_batch_size")
-    if gen and (int(gen) % unit or (v1 and batch % int(gen))):
-        raise TeamConfigError(
-            f"data.gen_batch_size={gen}: VERL's dataloader fetches rows {gen} at a time, which "
-            f"cuts episodes of {unit} agents; use a multiple of {unit}"
-            + (f" that divides data.train_batch_size={batch}" if v1 else "")
-            + ", or null"
-        )
-    if gen and not v1:
-        batch = int(gen)  # the legacy trainer rolls out gen_batch_size rows per step
-    if local_hub and (batch % workers or (batch // workers) % unit):
-        raise TeamConfigError(
-            f"with hub: local, each of the {workers} agent-loop workers must receive whole episodes: "
-            f"data.train_batch_size={batch} / num_workers={workers} must be a multiple of "
-            f"{unit}; change the sizes or set hub: ray in the agent-loop YAML"
-        )
-    if not val_rows:
-        return
-    # v1 sends the validation set as one batch (or val_batch_size rows) and chunks it across
-    # workers, sessions in-worker; the legacy trainer first repeats each row val_kwargs.n times.
-    val_batch = int(cfg.data.get("val_batch_size") or val_rows)
-    repeat = 1 if v1 else int(rollout.val_kwargs.get("n", 1) or 1)
-    last = val_rows % val_batch
-    for size in {val_batch, last} - {0}:
-        if size % unit:
-            raise TeamConfigError(
-                f"validation batches of {size} rows split episodes of {unit} agents: set "
-                f"data.val_batch_size to a multiple of {unit} that divides {val_rows}, or null"
-            )
-        if local_hub and not _keeps_episodes(size * repeat, workers, unit * repeat):
-            raise TeamConfigError(
-                f"with hub: local, a validation batch of {size} rows cut across {workers} agent-loop "
-                f"workers (ceil({size}/{workers}) rows each) splits episodes of {unit} agents: "
-                f"build the dataset with a number of validation episodes whose rows split evenly "
-                f"(e.g. a multiple of {workers}), set data.val_batch_size, or set hub: ray"
-            )
-
-
-def check_row_changes(cfg: DictConfig, layout: str = "row") -> None:
-    """VERL features that evict and refill single rows (each row is one agent of an episode, so
-    a refill brings an agent without its teammates), refused with the setting and the fix; the
-    episode layout needs the v1 trainer."""
+def check_row_changes(cfg: DictConfig) -> None:
+    """verl's legacy trainer, and the features teamgym has not trained through or cannot check,
+    refused with the setting and the fix."""
     v1 = cfg.trainer.get("v1", {})
-    if layout == "episode" and not cfg.trainer.get("use_v1", True):
+    if not cfg.trainer.get("use_v1", True):
         raise TeamConfigError(
-            "trainer.use_v1=false with an episode-layout dataset (one row per episode): the "
-            "legacy trainer takes one trajectory per row; use trainer.use_v1=true, or rebuild "
-            "the dataset with `teamgym verl-data --layout row`"
+            "trainer.use_v1=false: verl's legacy trainer takes one trajectory per row, and a "
+            "teamgym row is a whole episode (a trajectory per trained agent); verl 0.9.1 marks "
+            "that trainer deprecated. Set trainer.use_v1=true (verl's default)"
         )
     mode = str(v1.get("trainer_mode", "sync"))
-    if cfg.trainer.get("use_v1", True) and mode != "sync" and layout == "row":
-        raise TeamConfigError(
-            f"trainer.v1.trainer_mode={mode}: VERL's async modes fetch prompts one row at a time "
-            "(gen_batch_size forced to 1) and evict stale groups (partial rollouts past "
-            "trainer.v1.sampler.max_off_policy_threshold) to refill them row by row, which splits "
-            "the agents of an episode; use trainer.v1.trainer_mode=sync, or an episode-layout "
-            "dataset (`teamgym verl-data --layout episode`) with colocate_async"
-        )
-    if cfg.trainer.get("use_v1", True) and mode == "separate_async":
+    if mode == "separate_async":
         raise TeamConfigError(
             "trainer.v1.trainer_mode=separate_async: teamgym has not trained through it (it puts "
             "the trainer and the rollout replicas on separate GPU pools, which the CPU tests "
             "cannot lay out); use colocate_async (episode rows) or sync"
         )
     filter_groups = cfg.algorithm.get("filter_groups") or {}
-    if filter_groups.get("enable") and layout == "row":
-        raise TeamConfigError(
-            "algorithm.filter_groups.enable=true (DAPO): VERL evicts each group whose rewards are "
-            "all equal and refills it with single dataset rows, i.e. one agent without its "
-            "teammates; set algorithm.filter_groups.enable=false, or use an episode-layout "
-            "dataset (`teamgym verl-data --layout episode`), where a group is a whole episode"
-        )
     if filter_groups.get("enable"):
         _check_filter_metric(
             str(filter_groups.get("metric") or ""), str(cfg.algorithm.adv_estimator)
         )
     sampler = v1.get("sampler", {})
-    if sampler.get("sync_refill_failed_groups") and layout == "row":
-        raise TeamConfigError(
-            "trainer.v1.sampler.sync_refill_failed_groups=true: VERL refills a failed group with a "
-            "single dataset row, i.e. one agent without its teammates; set it to false (teamgym "
-            "leaves an aborted episode out of the update instead), or use an episode-layout "
-            "dataset (`teamgym verl-data --layout episode`), where a row is a whole episode"
-        )
     custom = sampler.get("custom_sampler", {}) or {}
-    v1_sampler = cfg.trainer.get("use_v1", True) and is_custom_sampler(custom)
+    v1_sampler = is_custom_sampler(custom)
     if v1_sampler and is_team_sampler(custom):
         try:
             poll_intervals(sampler.get("sampler_kwargs") or {})
@@ -210,20 +106,9 @@ def check_row_changes(cfg: DictConfig, layout: str = "row") -> None:
             f"path={SAMPLER_PATH} name={SAMPLER_NAME} (teamgym's, the default) or "
             "path=null name=null (verl's own)"
         )
-    if cfg.data.get("validation_shuffle", True) and layout == "row":
-        raise TeamConfigError(
-            "data.validation_shuffle=true lets VERL's validation loader separate the agents of "
-            "one episode; set data.validation_shuffle=false"
-        )
     dataset_cls = cfg.data.get("custom_cls") or {}
     manager = cfg.actor_rollout_ref.rollout.agent.get("agent_loop_manager_class")
-    if manager in TEAM_MANAGERS.values() and manager != manager_class(cfg):
-        raise TeamConfigError(
-            f"actor_rollout_ref.rollout.agent.agent_loop_manager_class={manager} is teamgym's "
-            f"manager of the other trainer (trainer.use_v1={cfg.trainer.get('use_v1', True)}); "
-            f"use {manager_class(cfg)}, or leave it unset: the train entry sets it"
-        )
-    if manager in TEAM_MANAGERS.values():
+    if manager == TEAM_MANAGER:
         manager = None  # ours: verl's managers, the loop built by a call (adapters/verl/workers.py)
     for key, value in (
         ("data.custom_cls", dataset_cls.get("path") or dataset_cls.get("name")),
@@ -264,7 +149,7 @@ def check_padding(cfg: DictConfig, agents: int = 1) -> list[str]:
     """The v1 trainer pads every batch to a multiple of lcm(data-parallel size, mini-batch
     trajectories) with synthetic rows (zero advantage, see :mod:`.advantage`): refused when the
     mini-batch is larger than the batch (most of each step would be padding), noted otherwise.
-    A batch of B episode-layout rows holds B x ``agents`` (trained agents) trajectories per copy."""
+    A batch of B rows holds B x ``agents`` (trained agents) trajectories per copy."""
     actor, rollout = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
     rows, mini, n = int(cfg.data.train_batch_size), int(actor.ppo_mini_batch_size), int(rollout.n)
     batch = rows * agents  # trajectories per copy
@@ -283,8 +168,6 @@ def check_padding(cfg: DictConfig, agents: int = 1) -> list[str]:
             f"trajectories up to {mini * n} with synthetic rows that train nothing (VERL skips "
             f"this check under use_dynamic_bsz); set ppo_mini_batch_size <= {batch}"
         )
-    if not cfg.trainer.get("use_v1", True):
-        return []  # the legacy trainer does not pad
     world = int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.nnodes)
     sp = int((actor.get("fsdp_config") or {}).get("ulysses_sequence_parallel_size", 1) or 1)
     sp = max(sp, int(actor.get("ulysses_sequence_parallel_size", 1) or 1))

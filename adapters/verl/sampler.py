@@ -9,7 +9,7 @@ builds verl's ``ReplayBuffer`` (sync trainer) or ``ReplayBufferAsync`` (async tr
 one method changed, the wait between polls, which starts at ``min_poll_interval`` (0.05 s)
 and doubles while no group has finished, up to ``max_poll_interval`` (0.5 s; both in
 ``trainer.v1.sampler.sampler_kwargs``): each poll lists every tag in TransferQueue, so it is
-not made more often than that. Each sample reports how long it polled and, for episode-layout
+not made more often than that. Each sample reports how long it polled and, for episode
 batches, ``teamgym/wait_after_last_s``: from the moment the batch's last episode ended in its
 agent-loop worker (the ``teamgym_done_at`` tag, :mod:`teamgym.adapters.verl.workers`) to the
 batch in the trainer's hands. Clocks of different nodes, and trajectories restored from an

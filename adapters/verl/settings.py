@@ -1,6 +1,6 @@
-"""The agent loop's settings: one frozen type, from the YAML VERL reads to the hub's reward rule.
+"""The episode loop's settings: one frozen type, from the YAML VERL reads to the reward rule.
 
-:class:`AgentLoopSettings` owns every setting of ``TeamAgentLoop`` and its defaults (the
+:class:`AgentLoopSettings` owns every setting of ``TeamEpisodeLoop`` and its defaults (the
 reward-sharing weight's is :class:`~teamgym.envs.sharing.RewardSharing`'s own). Everything
 else is made from it:
 
@@ -10,7 +10,7 @@ else is made from it:
   reads one back, and the GPU path ships the same :meth:`~AgentLoopSettings.entry` to Ray
   workers as JSON: one dict form, read and written by one pair of methods;
 * the loop receives the YAML keys as keyword arguments (VERL's ``hydra.utils.instantiate``)
-  and hands ``sharing`` to the hub as a :class:`RewardSharing`, by keyword.
+  and hands ``sharing`` to the episode's env as a :class:`RewardSharing`, by keyword.
 """
 
 from __future__ import annotations
@@ -25,15 +25,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from teamgym.docstrings import field_docs
 from teamgym.envs.sharing import RewardSharing
-from teamgym.names import (
-    AGENT_LOOP_NAME,
-    DEFAULT_FORCED_MOVES,
-    EPISODE_LOOP_NAME,
-)
+from teamgym.names import DEFAULT_FORCED_MOVES, EPISODE_LOOP_NAME
 
 __all__ = [
     "AGENT_LOOP_CONFIG",
-    "EPISODE_TARGET",
     "LOOP_TARGET",
     "AgentLoopSettings",
     "render_yaml",
@@ -43,17 +38,16 @@ __all__ = [
 #: The shipped agent-loop registry file (``actor_rollout_ref.rollout.agent.agent_loop_config_path``).
 AGENT_LOOP_CONFIG = Path(__file__).resolve().parent / "config" / "agent_loop.yaml"
 #: What VERL instantiates for our registry entry (a string: importing it here would load verl).
-LOOP_TARGET = "teamgym.adapters.verl.agent_loop.TeamAgentLoop"
-#: The same for the episode loop's entry (one row per episode, v1 trainer); same settings.
-EPISODE_TARGET = "teamgym.adapters.verl.episode_loop.TeamEpisodeLoop"
+LOOP_TARGET = "teamgym.adapters.verl.episode_loop.TeamEpisodeLoop"
 #: How the dict form's scalars are read (a hand-written file may say 60 for 60.0, or 0 for false).
 _CASTS = {
     "max_reply_tokens": int,
-    "join_timeout": float,
     "turn_timeout": float,
     "mask_stop": bool,
     "seed_requests": bool,
 }
+#: Settings of the retired per-agent loop (its episode hub), refused with the reason.
+_RETIRED = ("hub", "join_timeout")
 #: Keys of a registry entry that are VERL's and Hydra's, not settings of ours.
 _ENTRY_KEYS = {
     "name": "the dataset rows' agent_name",
@@ -64,25 +58,21 @@ _ENTRY_KEYS = {
 
 @dataclasses.dataclass(frozen=True)
 class AgentLoopSettings:
-    """Settings of ``TeamAgentLoop``: the keys of its agent-loop YAML entry, checked and typed.
+    """Settings of ``TeamEpisodeLoop``: the keys of its agent-loop YAML entry, checked and typed.
 
     >>> s = AgentLoopSettings.from_dict({"sharing": {"weight": 0.25}, "stop": ["</action>"]})
-    >>> s.sharing.weight, s.stop, s.hub
-    (0.25, ('</action>',), 'local')
+    >>> s.sharing.weight, s.stop, s.forced_moves
+    (0.25, ('</action>',), 'auto')
     >>> AgentLoopSettings.from_dict(s.to_dict()) == s
     True
     """
 
     sharing: RewardSharing = dataclasses.field(default_factory=RewardSharing)
-    """How the hub mixes individual rewards into each agent's (RewardSharing fields)."""
+    """How individual rewards mix into each agent's (RewardSharing fields)."""
     max_reply_tokens: int = 256
     """Cap on one turn's reply (the trajectory's cap is rollout.response_length)."""
-    hub: Literal["local", "ray"] = "local"
-    """Where episodes meet: local keeps them in one worker, ray spans workers (a named actor)."""
-    join_timeout: float = 60.0
-    """Seconds an episode waits for all its agents before starting without them."""
     turn_timeout: float = 600.0
-    """Seconds a turn waits for the slowest agent before ending the episode."""
+    """Seconds a turn waits for the slowest reply before ending the episode."""
     forced_moves: Literal["model", "auto"] = DEFAULT_FORCED_MOVES
     """auto: a turn with one valid action is played without the model (response_mask 0)."""
     stop: tuple[str, ...] = ()
@@ -93,8 +83,6 @@ class AgentLoopSettings:
     """vLLM: each request its own sampling seed, so runs repeat (false: faster sampling on GPU)."""
 
     def __post_init__(self) -> None:
-        if self.hub not in ("local", "ray"):
-            raise ValueError(f"hub must be 'local' or 'ray', got {self.hub!r}")
         if self.forced_moves not in ("model", "auto"):
             raise ValueError(f"forced_moves must be 'model' or 'auto', got {self.forced_moves!r}")
 
@@ -106,6 +94,13 @@ class AgentLoopSettings:
             data = OmegaConf.to_container(data, resolve=True)  # type: ignore[assignment]
         known = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(data) - set(known))
+        retired = sorted(set(unknown) & set(_RETIRED))
+        if retired:
+            raise TypeError(
+                f"agent-loop settings {retired} are gone with the per-agent rows (one row is one "
+                "episode now, played by one coroutine): delete them from the YAML, or rewrite it "
+                "with `teamgym.adapters.verl.settings.write_agent_loop_yaml`"
+            )
         if unknown:
             raise TypeError(f"unknown agent-loop settings {unknown}; known: {sorted(known)}")
         values = dict(data)
@@ -130,13 +125,12 @@ class AgentLoopSettings:
         """Settings from a whole registry entry (VERL's and Hydra's keys left out)."""
         return cls.from_dict({k: v for k, v in entry.items() if k not in _ENTRY_KEYS})
 
-    def entry(self, target: str = LOOP_TARGET, name: str = AGENT_LOOP_NAME) -> dict[str, Any]:
-        """Our agent-loop registry entry with these settings: one item of the YAML file, and
+    def entry(self, target: str = LOOP_TARGET) -> dict[str, Any]:
+        """Our agent-loop registry entry with these settings: the item of the YAML file, and
         what the GPU path ships to Ray workers as JSON. ``target``: the loop class VERL
-        instantiates (a user's subclass of ``TeamAgentLoop`` named in their YAML); ``name``:
-        the rows' ``agent_name`` (``teamgym_episode`` for the episode loop)."""
+        instantiates (a user's subclass of ``TeamEpisodeLoop`` named in their YAML)."""
         return {
-            "name": name,
+            "name": EPISODE_LOOP_NAME,
             "_target_": target,
             "_recursive_": False,
             **self.to_dict(),
@@ -163,10 +157,9 @@ def render_yaml(settings: AgentLoopSettings | None = None) -> str:
         "# VERL agent-loop registry entry for teamgym (actor_rollout_ref.rollout.agent.agent_loop_config_path).",
         "# Generated from teamgym.adapters.verl.settings.AgentLoopSettings: edit the class, then run",
         "# `python -m teamgym.adapters.verl.settings`. Keys besides name/_target_/_recursive_ are",
-        "# passed to the loop as keyword arguments. Two entries, one set of settings: teamgym_agent",
-        "# (one row per episode and agent) and teamgym_episode (one row per episode, v1 trainer).",
+        "# passed to the loop as keyword arguments.",
     ]
-    entries = [settings.entry(), settings.entry(EPISODE_TARGET, EPISODE_LOOP_NAME)]
+    entries = [settings.entry()]
     for line in OmegaConf.to_yaml(entries).splitlines():
         depth = len(line) - len(line.lstrip(" -"))  # 2: a key of the entry, 4: of sharing
         key = line.lstrip(" -").split(":", 1)[0]

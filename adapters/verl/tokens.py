@@ -1,4 +1,4 @@
-"""Incremental tokenisation for ``TeamAgentLoop``: each turn renders only what is new.
+"""Incremental tokenisation for ``TeamEpisodeLoop``: each turn renders only what is new.
 
 VERL's continuous-token builder turns an appended observation into ids by rendering its
 synthetic ``[system, user]`` prefix and that prefix plus the message, both tokenised whole, in a

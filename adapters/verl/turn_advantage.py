@@ -4,8 +4,7 @@ Registered with verl's ``register_adv_est``; the arithmetic is :mod:`teamgym.ada
 verl gives a custom estimator only the token-level rewards, the response mask, the row's uid
 (``index``) and ``config.algorithm``, so what a turn-level estimator needs travels in those:
 
-* **the turns** are the runs of mask-1 tokens of a trajectory (an episode-layout row holds one
-  agent's whole episode);
+* **the turns** are the runs of mask-1 tokens of a trajectory (one agent's whole episode);
 * **each turn's reward** is on the last token of its reply: teamgym's v1 worker
   (:class:`~teamgym.adapters.verl.workers.TeamAgentLoopWorkerTQ`) writes ``rm_scores`` from the
   trajectory's ``turn_scores`` when ``algorithm.adv_estimator`` is one of these (verl's own
@@ -17,8 +16,8 @@ verl gives a custom estimator only the token-level rewards, the response mask, t
   verl's own ``grpo``, which groups by the uid, is not in use then.
 
 The ``team_`` variants group all the trained agents of an episode seed (as ``team_grpo``),
-the others one agent's ``rollout.n`` copies. Padding rows get zero. These need the episode
-layout on verl's v1 trainer; :func:`check_turn_estimator` refuses anything else with the reason.
+the others one agent's ``rollout.n`` copies. Padding rows get zero. verl's rejection sampling
+would change the turns under them: :func:`check_turn_estimator` refuses it with the reason.
 """
 
 from __future__ import annotations
@@ -92,12 +91,10 @@ def turn_level_inputs(
     return out, index
 
 
-def check_turn_estimator(
-    estimator: str, layout: str, use_v1: bool, rejection: str | None = None
-) -> None:
-    """Refuse a turn-level estimator where its turns' rewards cannot reach it, or where verl
-    changes the response mask before it runs (``rejection``: the
-    ``algorithm.rollout_correction.rollout_rs`` in force, None without rejection sampling)."""
+def check_turn_estimator(estimator: str, rejection: str | None = None) -> None:
+    """Refuse a turn-level estimator where verl changes the response mask before it runs
+    (``rejection``: the ``algorithm.rollout_correction.rollout_rs`` in force, None without
+    rejection sampling)."""
     if estimator not in TURN_ESTIMATORS:
         return
     if rejection:
@@ -107,17 +104,6 @@ def check_turn_estimator(
             "estimator runs, and a turn is a run of unmasked tokens, so the turns would no "
             "longer be the agent's replies; drop rollout_rs (or set bypass_mode=true), or use "
             "grpo / team_grpo"
-        )
-    if not use_v1:
-        raise ValueError(
-            f"algorithm.adv_estimator={estimator} needs verl's v1 trainer (trainer.use_v1=true): "
-            "the legacy trainer gets each trajectory's return on its last token only"
-        )
-    if layout != "episode":
-        raise ValueError(
-            f"algorithm.adv_estimator={estimator} needs the episode layout (`teamgym verl-data "
-            "--layout episode`): per-agent rows are written by verl's own worker, which puts "
-            "the return on the last token, so the turns' rewards never reach the estimator"
         )
 
 

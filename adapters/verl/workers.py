@@ -4,15 +4,14 @@ verl 0.9.1 builds the agent loop of every trajectory with ``hydra.utils.instanti
 registry entry, merging the worker's eight objects into a copy of the entry first: 4-6 ms a
 trajectory on the development machine, about a fifth of the v1 worker's CPU (docs: Speed),
 against 0.2-0.3 ms for calling the class. These workers do the same thing for the
-``teamgym_agent`` entry with a call: the entry's class and keys are read once per worker, the
+``teamgym_episode`` entry with a call: the entry's class and keys are read once per worker, the
 loop gets the same keyword arguments (the entry's keys, verl's objects), and everything else
 (other agent loops, the trace, the post-processing and TransferQueue writes) is verl's own code.
 
-They are selected through verl's ``actor_rollout_ref.rollout.agent.agent_loop_manager_class``:
-:class:`TeamAgentLoopManagerTQ` for the v1 trainer (``trainer.use_v1``, the default),
-:class:`TeamAgentLoopManager` for the legacy one
-(:func:`teamgym.adapters.verl.config.manager_class` picks by the config, and
-:func:`teamgym.adapters.verl.train.runtime_config` sets it for ``main_ppo``). The overridden
+:class:`TeamAgentLoopManagerTQ` (verl's v1 manager starting :class:`TeamAgentLoopWorkerTQ`
+actors) is selected through verl's ``actor_rollout_ref.rollout.agent.agent_loop_manager_class``
+(:func:`teamgym.adapters.verl.train.runtime_config` sets it for ``main_ppo``);
+:class:`TeamAgentLoopWorker`, on verl's legacy in-process worker, is the CPU trainer's. The overridden
 method, ``AgentLoopWorker._run_agent_loop``, is private to verl: ``tests/adapters`` pins its
 source at verl 0.9.1, so a verl upgrade that changes it fails there first.
 """
@@ -25,10 +24,10 @@ import time
 from typing import Any, cast
 
 import hydra
+import numpy as np
 import ray
 from omegaconf import DictConfig, OmegaConf
 from verl.experimental.agent_loop.agent_loop import (
-    AgentLoopManager,
     AgentLoopWorker,
     DictConfigWrap,
     ToolListWrap,
@@ -52,17 +51,17 @@ from teamgym.adapters.verl.turn_advantage import (
     TURN_ESTIMATORS,
     anchored_uid,
 )
-from teamgym.names import AGENT_LOOP_NAME, EPISODE_LOOP_NAME
+from teamgym.names import EPISODE_LOOP_NAME
 
 __all__ = [
-    "TeamAgentLoopManager",
     "TeamAgentLoopManagerTQ",
     "TeamAgentLoopWorker",
     "TeamAgentLoopWorkerTQ",
+    "seat_row",
 ]
 
-#: teamgym's agent loops (the rows' ``agent_name``): built by a call in these workers.
-TEAM_LOOPS = (AGENT_LOOP_NAME, EPISODE_LOOP_NAME)
+#: teamgym's agent loop (the rows' ``agent_name``): built by a call in these workers.
+TEAM_LOOPS = (EPISODE_LOOP_NAME,)
 #: Registry keys Hydra reads and does not pass on (``name`` it passes, so do we).
 _HYDRA_KEYS = ("_target_", "_recursive_", "_convert_")
 #: Keys that make Hydra call the class otherwise: such an entry takes verl's own path.
@@ -139,9 +138,76 @@ class _DirectLoop:
             return await worker._agent_loop_postprocess(output, trajectory["validate"], **kwargs)
 
 
+def seat_row(kwargs: dict[str, Any], output: Any, anchored: bool) -> dict[str, Any]:
+    """The row an episode loop's ``output`` is stored as: its episode row's fields, with the
+    uid ``U_k`` (row ``U``, the agent's seat ``k``: :mod:`teamgym.adapters.verl.episode_loop`),
+    carrying GiGPO's anchor states when ``anchored``, and the agent's own first prompt."""
+    seat = output.extra_fields[SEAT_FIELD]
+    uid = f"{kwargs['uid']}_{seat}"
+    if anchored:  # GiGPO's anchor states ride in the uid (verl gives an estimator only that)
+        uid = anchored_uid(uid, output.extra_fields[TURN_ANCHORS])
+    return {**kwargs, "uid": uid}
+
+
+def _is_episode(output: Any) -> bool:
+    """Whether ``output`` is an episode loop's (a list of trajectories, one per seat)."""
+    return (
+        bool(output)
+        and isinstance(output, list)
+        and all(SEAT_FIELD in o.extra_fields for o in output)
+    )
+
+
+#: Where the in-process worker keeps a seat's row uid between its two post-processing stages.
+_ROW_UID = "teamgym_row_uid"
+
+
 class TeamAgentLoopWorker(_DirectLoop, AgentLoopWorker):
     """verl's legacy ``AgentLoopWorker`` building teamgym's loop by a call (a plain class, as
-    verl's is: the manager makes it a Ray actor, the CPU trainer runs it in-process)."""
+    verl's is: the manager makes it a Ray actor, the CPU trainer runs it in-process).
+
+    A row's copy (the episode loop) yields a trajectory per trained agent; each
+    is post-processed as verl's own, stored under the uid the v1 worker gives it
+    (:func:`seat_row`), and the batch lists them row by row, then seat by seat, then copy by
+    copy (the order of one agent's row per episode repeated ``n`` times, as the CPU trainer
+    listed them before it played episodes whole). The turn-level estimators read the
+    anchors from their own field here (the CPU trainer computes the advantage), so the uid
+    carries none."""
+
+    async def _agent_loop_postprocess(self, output: Any, validate: bool, **kwargs: Any) -> Any:
+        if not _is_episode(output):
+            return await super()._agent_loop_postprocess(output, validate, **kwargs)
+        done = []
+        for o in output:
+            row = seat_row(kwargs, o, anchored=False)
+            item = await super()._agent_loop_postprocess(o, validate, **row)
+            item.extra_fields[_ROW_UID] = row["uid"]
+            done.append(item)
+        return done
+
+    def _postprocess(
+        self,
+        inputs: list[Any],
+        input_non_tensor_batch: dict | None = None,
+        validate: bool = False,
+    ) -> Any:
+        if not any(isinstance(i, list) for i in inputs):
+            return super()._postprocess(inputs, input_non_tensor_batch, validate)
+        rows = input_non_tensor_batch or {}
+        uids = [str(u) for u in rows["uid"]]
+        first = {u: uids.index(u) for u in dict.fromkeys(uids)}
+        flat = sorted(
+            (
+                (first[uids[i]], o.extra_fields[SEAT_FIELD], i, o)
+                for i, out in enumerate(inputs)
+                for o in out
+            ),
+            key=lambda t: t[:3],
+        )
+        which = np.array([i for _, _, i, _ in flat])
+        expanded = {k: np.asarray(v)[which] for k, v in rows.items()}
+        expanded["uid"] = np.array([o.extra_fields.pop(_ROW_UID) for *_, o in flat], dtype=object)
+        return super()._postprocess([o for *_, o in flat], expanded, validate)
 
 
 # verl's v1 worker is declared ``@ray.remote``; Ray refuses to subclass an actor class, so the
@@ -168,15 +234,12 @@ class TeamAgentLoopWorkerTQ(_DirectLoop, _TQ_BASE):  # type: ignore[misc,valid-t
         :mod:`teamgym.adapters.verl.turn_advantage`); the records are verl's
         (:func:`~teamgym.adapters.verl.tq_writes.trajectory_record`), written together with
         those of the sessions that finish at the same time (:class:`PutBatcher`)."""
-        outputs = output if isinstance(output, list) else None
-        if not outputs or any(SEAT_FIELD not in o.extra_fields for o in outputs):
+        if not _is_episode(output):
             return await super()._agent_loop_postprocess(output, validate, **kwargs)
-        uid, records, done_at = str(kwargs["uid"]), [], time.time()
+        outputs, records, done_at = output, [], time.time()
         estimator = "" if validate else str(self.config.algorithm.get("adv_estimator", ""))
         for o in outputs:
-            row = {**kwargs, "uid": f"{uid}_{o.extra_fields[SEAT_FIELD]}"}
-            if estimator in ANCHORED_ESTIMATORS:  # GiGPO's anchor states ride in the uid
-                row["uid"] = anchored_uid(row["uid"], o.extra_fields[TURN_ANCHORS])
+            row = seat_row(kwargs, o, anchored=estimator in ANCHORED_ESTIMATORS)
             await self._compute_score([o], kwargs=row)  # verl's reward loop, if none was set
             await self._compute_teacher_logprobs(
                 o,
@@ -256,14 +319,6 @@ class TeamAgentLoopWorkerTQ(_DirectLoop, _TQ_BASE):  # type: ignore[misc,valid-t
                 await _settle_session_tasks(tasks)
             await _settle_session_tasks([running])  # the terminal status after it, always
             await status("failure")
-
-
-class TeamAgentLoopManager(AgentLoopManager):
-    """verl's legacy ``AgentLoopManager`` starting :class:`TeamAgentLoopWorker` actors."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.agent_loop_workers_class = ray.remote(TeamAgentLoopWorker)
-        super().__init__(*args, **kwargs)
 
 
 class TeamAgentLoopManagerTQ(AgentLoopManagerTQ):

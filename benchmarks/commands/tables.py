@@ -109,7 +109,7 @@ def print_summary(console: Console, rows: Sequence[Mapping[str, Any]], title: st
 
 
 THROUGHPUT_COLUMNS = (
-    "worker / layout",
+    "worker",
     "server",
     "episodes",
     "agents",
@@ -135,9 +135,7 @@ def throughput_table(results: Iterable[Any]) -> Table:
             else "-"
         )
         table.add_row(
-            r.trainer
-            + f" / {getattr(r, 'layout', 'row')}"
-            + (" (verl's worker)" if getattr(r, "stock", False) else "")
+            ("verl's" if getattr(r, "stock", False) else "teamgym's")
             + (f" x{r.workers}" if getattr(r, "workers", 1) > 1 else ""),
             r.server,
             str(r.episodes),

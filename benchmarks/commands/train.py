@@ -132,10 +132,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 def check_partners(settings: TrainArgs) -> list[str]:
     """Refuse a partner pool that cannot be seated (no seats, seats the env lacks or a teammate
-    plays, no agent left to train, an LLM partner on the trainer's per-agent rows); returns
+    plays, no agent left to train); returns
     every partner spec, training and held-out, to be built once."""
-    from teamgym.adapters.verl.dataset import episode_rows
-    from teamgym.adapters.verl.partners import check_partner_layout
+    from teamgym.adapters.verl.dataset import agent_rows
+    from teamgym.adapters.verl.partners import check_partner_pools
     from teamgym.envs.partners import SELF
 
     rollout = settings.rollout
@@ -148,8 +148,8 @@ def check_partners(settings: TrainArgs) -> list[str]:
         held_out = None
         if settings.eval_partners:
             held_out = rollout.with_partners(tuple(settings.eval_partners)).pool
-        check_partner_layout("row", pool, held_out)
-        episode_rows(
+        check_partner_pools(pool, held_out)
+        agent_rows(
             rollout.env,
             rollout.env_kwargs,
             [0],

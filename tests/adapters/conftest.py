@@ -24,19 +24,14 @@ def dataset_dir(tmp_path_factory) -> Path:
         train_episodes=6,
         val_episodes=2,
         env_kwargs={"num_rounds": 2},
-        layout="row",
     )
     return out
 
 
 @pytest.fixture(scope="session")
-def episode_dataset_dir(tmp_path_factory) -> Path:
-    """The same episodes as ``dataset_dir``, one row per episode (the episode loop's layout)."""
-    from teamgym.adapters.verl.dataset import build_dataset
-
-    out = tmp_path_factory.mktemp("episodes")
-    build_dataset("signal-v0", out, train_episodes=6, val_episodes=2, env_kwargs={"num_rounds": 2})
-    return out
+def episode_dataset_dir(dataset_dir) -> Path:
+    """``dataset_dir`` (one row per episode), by the name the main_ppo tests use."""
+    return dataset_dir
 
 
 #: The loop-mechanics tests' settings: the model answers every turn (a forced move is a turn
@@ -49,7 +44,7 @@ def write_agent_loop_yaml(path: Path, **settings) -> Path:
     """Our agent-loop registry file with test-sized settings (and ``settings``) changed."""
     from teamgym.adapters.verl.config import write_agent_loop_yaml as write
 
-    sizes = {"max_reply_tokens": 24, "join_timeout": 30, "turn_timeout": 120}
+    sizes = {"max_reply_tokens": 24, "turn_timeout": 120}
     return write(path, **{**sizes, **MECHANICS, **settings})
 
 
@@ -82,7 +77,8 @@ def make_cfg(model_dir, dataset_dir, tmp_path):
 
 @pytest.fixture
 def make_batch(dataset_dir, tokenizer):
-    """Rows read by VERL's RLHFDataset, uid'd and repeated n times interleaved, as the trainer does."""
+    """Rows read by VERL's RLHFDataset, uid'd and repeated n times interleaved as copies
+    (``session_id``), as the v1 worker plays a row's ``rollout.n`` sessions."""
     from verl.protocol import DataProto
     from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
@@ -96,6 +92,7 @@ def make_batch(dataset_dir, tokenizer):
             [str(uuid.uuid4()) for _ in range(len(batch))], dtype=object
         )
         batch = batch.repeat(repeat_times=n, interleave=True)
+        batch.non_tensor_batch["session_id"] = np.tile(np.arange(n), len(picked))  # the copies
         if permute_seed is not None:  # what a shuffled sampler / chunking could do to row order
             order = np.random.default_rng(permute_seed).permutation(len(batch))
             batch = batch.select_idxs(order)

@@ -1,5 +1,5 @@
 """A frozen model directory as a teammate (``checkpoint:PATH``): greedy replies that match
-``transformers``' own greedy ``generate``, deterministic, and played by the episode hub."""
+``transformers``' own greedy ``generate``, deterministic, and played by the episode loop."""
 
 from __future__ import annotations
 
@@ -98,17 +98,16 @@ def test_a_missing_checkpoint_says_what_to_pass(tmp_path) -> None:
         make_baseline("signal-v0", "nonesuch")
 
 
-def test_the_hub_plays_a_checkpoint_teammate(model_dir, tokenizer, tmp_path) -> None:
+def test_the_episode_loop_plays_a_checkpoint_teammate(model_dir, tokenizer, tmp_path) -> None:
     """Rows exist only for the trained agent; scores equal a replay where a fresh checkpoint
     policy plays robot_0 against the replies the trained agent sent."""
     import asyncio
     from dataclasses import replace
 
-    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
-
     from teamgym.adapters.cpu.rollout import build_batch, compose_config
     from teamgym.adapters.cpu.trainer import TrainArgs
     from teamgym.adapters.verl.server import ScriptedServer, policy_reply
+    from teamgym.adapters.verl.workers import TeamAgentLoopWorker
     from teamgym.envs.baselines import RandomPolicy
 
     mate = f"checkpoint:{model_dir}"
@@ -120,7 +119,7 @@ def test_the_hub_plays_a_checkpoint_teammate(model_dir, tokenizer, tmp_path) -> 
         prompt_length=1024,
         response_length=512,
     )
-    worker = AgentLoopWorker(
+    worker = TeamAgentLoopWorker(
         compose_config(args.rollout, tmp_path),
         ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=1))),
     )

@@ -16,10 +16,10 @@ from teamgym.adapters.cpu.args import TrainArgs
 def _returns(model_dir, tmp_path, mode: str, baseline: str) -> list[float]:
     """Each row's return: four episodes of publicgoods, every agent the ``baseline``."""
     from transformers import AutoTokenizer
-    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
     from teamgym.adapters.cpu.rollout import build_batch, compose_config
     from teamgym.adapters.verl.server import ScriptedServer, policy_reply
+    from teamgym.adapters.verl.workers import TeamAgentLoopWorker as AgentLoopWorker
     from teamgym.envs.baselines import make_baseline
 
     run = tmp_path / f"{mode}-{baseline}"

@@ -445,13 +445,13 @@ def test_grpo_update_raises_rewarded_replies_and_lowers_the_others(
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
     from verl.trainer.ppo import core_algos
     from verl.utils.config import omega_conf_to_dataclass
 
     from teamgym.adapters.cpu.grpo import Learner, grpo_update, response_logprobs
     from teamgym.adapters.cpu.rollout import build_batch, compose_config
     from teamgym.adapters.verl.server import ScriptedServer, policy_reply
+    from teamgym.adapters.verl.workers import TeamAgentLoopWorker as AgentLoopWorker
     from teamgym.envs.baselines import RandomPolicy
 
     args = _args(model_dir, tmp_path / "u", max_reply_tokens=16)
@@ -513,12 +513,12 @@ def test_micro_batches_accumulate_the_whole_batch_gradient(model_dir, tmp_path) 
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
     from verl.utils.config import omega_conf_to_dataclass
 
     from teamgym.adapters.cpu.grpo import Learner, grpo_update
     from teamgym.adapters.cpu.rollout import build_batch, compose_config
     from teamgym.adapters.verl.server import ScriptedServer, policy_reply
+    from teamgym.adapters.verl.workers import TeamAgentLoopWorker as AgentLoopWorker
     from teamgym.envs.baselines import RandomPolicy
 
     args = _args(model_dir, tmp_path, max_reply_tokens=16, kl_coef=0.1, entropy_coef=0.01)
@@ -566,12 +566,12 @@ def test_learning_rate_ramps_from_zero_like_verl(model_dir, tmp_path) -> None:
 
     import torch
     from transformers import AutoTokenizer
-    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
     from verl.utils.config import omega_conf_to_dataclass
 
     from teamgym.adapters.cpu.grpo import grpo_update, load_learner, warmup_factor
     from teamgym.adapters.cpu.rollout import build_batch, compose_config
     from teamgym.adapters.verl.server import LocalModelServer
+    from teamgym.adapters.verl.workers import TeamAgentLoopWorker as AgentLoopWorker
 
     assert [warmup_factor(k, 4) for k in range(6)] == [0.0, 0.25, 0.5, 0.75, 1.0, 1.0]
     assert warmup_factor(0, 0) == 1.0
@@ -617,12 +617,12 @@ def test_trimmed_logprobs_equal_the_full_padded_forward(
 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
     from verl.utils.torch_functional import logprobs_from_logits
 
     from teamgym.adapters.cpu.grpo import response_logprobs
     from teamgym.adapters.cpu.rollout import build_batch, compose_config
     from teamgym.adapters.verl.server import ScriptedServer, policy_reply
+    from teamgym.adapters.verl.workers import TeamAgentLoopWorker as AgentLoopWorker
     from teamgym.envs.baselines import RandomPolicy
 
     args = _args(model_dir, tmp_path / "t")
@@ -700,7 +700,7 @@ def test_partners_play_their_seats_and_evaluations_report_cross_play(model_dir, 
     pool = PartnerPool.parse(["expert", "babbler"], ["robot_0"])
     batch = build_batch(args.rollout, list(range(8)), "train", 2)
     infos = list(batch.non_tensor_batch["extra_info"])
-    assert {i["agent"] for i in infos} == {"robot_1"}
+    assert {tuple(json.loads(i["agents"])) for i in infos} == {("robot_1",)}
     assert [i["partner"] for i in infos] == [pool.pick(i["seed"]) for i in infos]
     assert {i["partner"] for i in infos} == {"expert", "babbler"}
     (record,) = train(args, progress=False)
@@ -711,6 +711,81 @@ def test_partners_play_their_seats_and_evaluations_report_cross_play(model_dir, 
     )
     warmup = json.loads((out / "warmup.json").read_text())
     assert "crossplay_success" in warmup["eval"] and "crossplay_gap" in warmup["eval"]
+
+
+def test_the_batch_is_the_episode_loops_one_group_per_agent_and_episode(
+    model_dir, tmp_path
+) -> None:
+    """The trainer plays episode rows through the episode loop (the loop ``main_ppo`` runs):
+    each copy of an episode yields one trajectory per trained agent, stored under the uid
+    verl's v1 worker gives it (``U_k``: the row's UUID, named by its episode, and the seat),
+    listed episode by episode, seat by seat, copy by copy; ``grpo`` groups an agent's copies,
+    ``team_grpo`` the episode's."""
+    import asyncio
+    import uuid
+
+    from transformers import AutoTokenizer
+
+    from teamgym.adapters.cpu.rollout import build_batch, compose_config, local_server
+    from teamgym.adapters.verl.advantage import team_keys
+    from teamgym.adapters.verl.workers import TeamAgentLoopWorker
+
+    args = _args(model_dir, tmp_path / "run", teammates={})
+    batch = build_batch(args.rollout, [4, 9], "train", 3)
+    assert list(batch.non_tensor_batch["agent_name"]) == ["teamgym_episode"] * 6
+    assert list(batch.non_tensor_batch["session_id"]) == [0, 1, 2] * 2
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    worker = TeamAgentLoopWorker(
+        compose_config(args.rollout, tmp_path, args.update), local_server(model_dir, tokenizer, 0)
+    )
+    out = asyncio.run(worker.generate_sequences(batch))
+    uids = [str(u) for u in out.non_tensor_batch["uid"]]
+    rows = list(dict.fromkeys(str(u) for u in batch.non_tensor_batch["uid"]))
+    assert uids == [f"{r}_{seat}" for r in rows for seat in (0, 1) for _ in range(3)]
+    assert all(uuid.UUID(r).version == 5 for r in rows)  # named by the episode: reruns agree
+    assert list(team_keys(out.non_tensor_batch["uid"])) == [r for r in rows for _ in range(6)]
+    seats = [json.loads(i["agents"]) for i in out.non_tensor_batch["extra_info"]]
+    assert seats == [["robot_0", "robot_1"]] * 12
+    # each trajectory is its seat's: the agent its replies were written for
+    assert list(out.non_tensor_batch["teamgym_agent"]) == [
+        a for _ in rows for a in ("robot_0", "robot_1") for _ in range(3)
+    ]
+    assert int(out.batch["response_mask"].sum()) > 0
+
+
+def test_an_llm_partner_served_over_http_plays_its_seat_in_training(
+    model_dir, serve_process, tmp_path
+) -> None:
+    """``teamgym train --partner openai:MODEL@URL --partner-seat robot_0``: a frozen model behind
+    a real ``teamgym serve`` on loopback plays robot_0 each turn (the episode loop asks it, as
+    under ``main_ppo``); only robot_1 is trained, and its rows record the partner's turns."""
+    import asyncio
+
+    from transformers import AutoTokenizer
+
+    from teamgym.adapters.cpu.rollout import build_batch, compose_config, local_server
+    from teamgym.adapters.verl.workers import TeamAgentLoopWorker
+
+    server = serve_process(model_dir)
+    try:
+        spec = f"openai:{model_dir}@{server.url}"
+        args = _args(
+            model_dir, tmp_path / "run", teammates={}, partners=[spec], partner_seats=["robot_0"]
+        )
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        worker = TeamAgentLoopWorker(
+            compose_config(args.rollout, tmp_path, args.update),
+            local_server(model_dir, tokenizer, 0),
+        )
+        out = asyncio.run(worker.generate_sequences(build_batch(args.rollout, [1, 2], "train", 2)))
+        (record,) = train(replace(args, steps=1), progress=False)
+    finally:
+        server.stop()
+    assert list(out.non_tensor_batch["teamgym_agent"]) == ["robot_1"] * 4
+    for extra in out.non_tensor_batch["reward_extra_info"]:
+        assert extra["partner_replies"] >= 1 and extra["partner_latency_s"] > 0
+        assert "return/robot_0" not in extra
+    assert record["step"] == 1 and record["episodes_per_s"] > 0
 
 
 def test_partner_flags_are_checked_before_training(tmp_path, capsys) -> None:
@@ -724,10 +799,6 @@ def test_partner_flags_are_checked_before_training(tmp_path, capsys) -> None:
         (["--partner", "expert", "--partner-seat", "robot_7"], "'robot_7' is not an agent"),
         (["--partner", "nope", "--partner-seat", "robot_0"], "no baseline 'nope'"),
         (["--partner", "expert=-2", "--partner-seat", "robot_0"], "must be > 0"),
-        (
-            ["--partner", "openai:m@http://127.0.0.1:9/v1", "--partner-seat", "robot_0"],
-            "episode layout only",
-        ),
         (["--micro-batch", "0"], "--micro-batch must be at least 1, got 0"),
         (["--mini-batches", "-1"], "--mini-batches must be at least 1, got -1"),
     ]

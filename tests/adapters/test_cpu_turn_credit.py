@@ -26,10 +26,10 @@ def batch(model_dir, tmp_path_factory):
     """Six episodes of two-round signalling, both agents played by the random policy through
     the scripted server (so replies and returns vary), three copies each."""
     from transformers import AutoTokenizer
-    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 
     from teamgym.adapters.cpu.rollout import build_batch, compose_config
     from teamgym.adapters.verl.server import ScriptedServer, policy_reply
+    from teamgym.adapters.verl.workers import TeamAgentLoopWorker as AgentLoopWorker
     from teamgym.envs.baselines import RandomPolicy
 
     run = tmp_path_factory.mktemp("turns")

@@ -16,7 +16,7 @@ import ray
 from omegaconf import OmegaConf
 from transformers import AutoTokenizer
 
-from teamgym.adapters.verl.agent_loop import end_of_turn_ids
+from teamgym.adapters.verl.loop_base import end_of_turn_ids
 from teamgym.adapters.verl.train import AGENT_LOOP_ENV, compose_config, runtime_config
 
 
@@ -26,7 +26,7 @@ def _what_a_worker_sees() -> dict:
 
     from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
 
-    entry = _agent_loop_registry["teamgym_agent"]
+    entry = _agent_loop_registry["teamgym_episode"]
     return {
         "logger": os.environ.get("VERL_FILE_LOGGER_PATH"),
         "entry": OmegaConf.to_container(entry) if not isinstance(entry, dict) else entry,
@@ -64,7 +64,7 @@ def test_runtime_env_carries_the_loop_settings_and_logger_path(
     finally:
         ray.shutdown()
     assert seen["logger"] == str(log)
-    assert seen["entry"]["_target_"] == "teamgym.adapters.verl.agent_loop.TeamAgentLoop"
+    assert seen["entry"]["_target_"] == "teamgym.adapters.verl.episode_loop.TeamEpisodeLoop"
     assert seen["entry"]["sharing"]["weight"] == 0.25 and seen["entry"]["max_reply_tokens"] == 24
 
 

@@ -625,9 +625,8 @@ def test_team_agent_loop_reports_the_weight_version_of_its_trajectory(
     """What verl's v1 trainer reads from every trajectory (``agent_loop_tq.py:216``): the weight
     versions (``global_steps``) of the server that generated it, as verl's own loops copy them
     from ``TokenOutput.extra_fields`` (``tool_agent_loop.py:261-267``)."""
-    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
-
     from teamgym.adapters.verl.server import ScriptedServer
+    from teamgym.adapters.verl.workers import TeamAgentLoopWorker as AgentLoopWorker
 
     class VersionedServer(ScriptedServer):
         async def generate(self, request_id, **kwargs):

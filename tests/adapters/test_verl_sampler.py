@@ -151,11 +151,8 @@ def test_the_checks_refuse_another_sampler_and_bad_intervals(
 ) -> None:
     cfg = compose_config([f"teamgym.dataset_dir={dataset_dir}", *override.split()])
     with pytest.raises(TeamConfigError, match=message):
-        check_row_changes(cfg, "episode")
+        check_row_changes(cfg)
     base = f"teamgym.dataset_dir={dataset_dir}"
     for unset in (["path=null", "name=null"], ["path=null"]):  # verl's own: it needs both set
         verls = compose_config([base, *(f"trainer.v1.sampler.custom_sampler.{u}" for u in unset)])
-        check_row_changes(verls, "episode")
-    legacy = compose_config([base, "trainer.use_v1=false", *override.split()[:1]])
-    if "min_poll" not in override and "reward_model" not in override:
-        check_row_changes(legacy, "row")  # the legacy trainer has no replay buffer
+        check_row_changes(verls)

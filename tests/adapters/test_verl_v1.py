@@ -90,8 +90,9 @@ def make_cfg_module(model_dir, dataset_dir, tmp_path_factory, loop_yaml_writer):
     return make
 
 
-ROWS = tuple(range(12))  # 6 episodes x 2 agents
-WORKERS: list = []  # the agent-loop workers of this module's Ray job (the first owns the registry)
+ROWS = tuple(range(6))  # 6 episodes, a row each, 2 trained agents
+AGENTS = 2
+WORKERS: list = []  # the agent-loop workers of this module's Ray job
 SAMPLED: list[dict] = []  # the sampler's metrics of each rollout, in order
 
 
@@ -99,7 +100,7 @@ def _rollout(
     cfg, tokenizer, dataset_dir, reply, rows=ROWS, step=1, pad_to=None, server=None, worker=None
 ):
     """What the v1 trainer does for one step: uid the rows, register them as pending prompts,
-    run the worker (verl's ``AgentLoopWorkerTQ`` unless ``worker`` names another actor class),
+    run the worker (teamgym's ``TeamAgentLoopWorkerTQ`` unless ``worker`` names another actor class),
     then sample the finished (or failed) groups from the replay buffer; with ``pad_to``, pad
     the batch to a multiple of it with VERL's own synthetic rows, as the v1 trainer's
     ``_balance_batch`` does."""
@@ -113,7 +114,7 @@ def _rollout(
     tu.assign_non_tensor_data(batch, "global_steps", step)
     tags = [{"is_prompt": True, "status": "pending", "global_steps": step} for _ in rows]
     tq.kv_batch_put(keys=uids, partition_id="train", tags=tags)
-    actor = (worker or AgentLoopWorkerTQ).remote(
+    actor = (worker or TeamAgentLoopWorkerTQ).remote(
         cfg, server or ScriptedServer(tokenizer, reply), None, None
     )
     WORKERS.append(actor)  # verl's manager keeps its workers for the whole job; so do we
@@ -170,16 +171,15 @@ def complete_rollout(v1, tokenizer, dataset_dir):
 
 @pytest.mark.parametrize("estimator", ["grpo", "team_grpo"])
 def test_v1_worker_replay_buffer_and_advantages(v1, complete_rollout, estimator) -> None:
-    keys, proto, infos, uids = complete_rollout
-    assert len(keys) == len(ROWS) * N and {k.split("_")[0] for k in keys} == set(uids)
+    keys, proto, _infos, uids = complete_rollout
+    assert len(keys) == len(ROWS) * AGENTS * N and {k.split("_")[0] for k in keys} == set(uids)
     scores = proto.batch["rm_scores"].sum(-1)
     assert scores.std() > 0, "random play should give varied shared returns"
-    # uid -> episode was recorded in the worker actor's registry; this process never saw it
-    assert all(u not in advantage._LOCAL.teams for u in uids)
-    episodes = [str(i["episode"]) for i in infos]
+    # the uid names its episode (its row) and its seat: no record needed anywhere
+    episodes = [k.split("_")[0] for k in keys]
     assert list(advantage.team_keys(proto.non_tensor_batch["uid"])) == episodes
     groups = list(proto.non_tensor_batch["uid"]) if estimator == "grpo" else episodes
-    assert len(set(groups)) == (len(ROWS) if estimator == "grpo" else len(ROWS) // 2)
+    assert len(set(groups)) == (len(ROWS) * AGENTS if estimator == "grpo" else len(ROWS))
     got = _advantages(proto, keys, estimator, v1)
     torch.testing.assert_close(got, _expected(scores, groups), atol=1e-4, rtol=0)
 
@@ -190,10 +190,10 @@ def test_verls_padding_rows_get_zero_advantage_in_no_group(
 ) -> None:
     """The v1 trainer pads the batch with synthetic rows (one shared ``pad…`` uid, a one-token
     response, zero reward): made here by VERL's own ``upsample_batch_to_divisible_size``."""
-    keys, proto, infos, _ = _rollout(
+    keys, proto, _infos, _ = _rollout(
         v1, tokenizer, dataset_dir, policy_reply(RandomPolicy(seed=4)), pad_to=10
     )
-    real = len(ROWS) * N
+    real = len(ROWS) * AGENTS * N
     assert len(keys) == 30 and all(advantage.is_padding_uid(k.split("_")[0]) for k in keys[real:])
     got = _advantages(proto, keys, estimator, v1)
     full = compute_advantage_for_multi_trajectories(
@@ -201,7 +201,7 @@ def test_verls_padding_rows_get_zero_advantage_in_no_group(
     ).batch["advantages"]
     assert torch.count_nonzero(full[real:]) == 0  # padding rows: zero advantage
     scores = proto.batch["rm_scores"].sum(-1)[:real]
-    episodes = [str(i["episode"]) for i in infos[:real]]
+    episodes = [k.split("_")[0] for k in keys[:real]]
     groups = list(proto.non_tensor_batch["uid"][:real]) if estimator == "grpo" else episodes
     # and the real rows' groups are exactly what they were without padding
     torch.testing.assert_close(got[:real], _expected(scores, groups), atol=1e-4, rtol=0)
@@ -216,15 +216,15 @@ def test_v1_drops_every_trajectory_of_an_aborted_episode_seed(v1, tokenizer, dat
             raise RuntimeError("rollout server died")
         return policy_reply(RandomPolicy(seed=5))(prompt_text)
 
-    keys, proto, infos, uids = _rollout(v1, tokenizer, dataset_dir, reply)
-    # one instance aborted (its 2 sessions); with n=2 the other copy of each of its rows would
-    # be a GRPO group of one, so it is dropped too: the whole episode seed is absent
-    assert len(keys) == len(ROWS) * N - 2 * N
+    keys, proto, _infos, uids = _rollout(v1, tokenizer, dataset_dir, reply)
+    # one session aborted; with n=2 the row's other copy would leave GRPO groups of one, so it
+    # is dropped too: the whole episode seed is absent
+    assert len(keys) == len(ROWS) * AGENTS * N - AGENTS * N
     per_uid = {u: sum(k.startswith(u) for k in keys) for u in uids}
-    assert sorted(per_uid.values()) == [0, 0] + [N] * (len(ROWS) - 2)
-    # what is left are complete groups: each instance's rows have full-length returns
+    assert sorted(per_uid.values()) == [0] + [AGENTS * N] * (len(ROWS) - 1)
+    # what is left are complete groups: each session's trajectories have full-length returns
     scores = proto.batch["rm_scores"].sum(-1)
-    episodes = [str(i["episode"]) for i in infos]
+    episodes = [k.split("_")[0] for k in keys]
     for estimator, groups in (
         ("team_grpo", episodes),
         ("grpo", list(proto.non_tensor_batch["uid"])),
@@ -233,9 +233,9 @@ def test_v1_drops_every_trajectory_of_an_aborted_episode_seed(v1, tokenizer, dat
         torch.testing.assert_close(got, _expected(scores, groups), atol=1e-4, rtol=0)
 
 
-def test_team_grpo_refuses_rows_without_a_record(v1) -> None:
-    unknown = np.array([str(uuid.uuid4()) for _ in range(3)], dtype=object)
-    with pytest.raises(advantage.TeamRecordMissingError, match="3 of 3 rows"):
+def test_team_grpo_refuses_rows_that_name_no_episode(v1) -> None:
+    unknown = np.array([str(uuid.uuid4()) for _ in range(3)], dtype=object)  # no seat
+    with pytest.raises(advantage.TeamRecordMissingError, match="3 of 3 rows name no episode"):
         advantage.team_keys(unknown)
 
 
@@ -271,7 +271,7 @@ def test_v1_batch_holds_exactly_the_ids_sent_and_generated(v1, tokenizer, datase
     for line in log.read_text().splitlines():
         call = json.loads(line)
         calls.setdefault(call["id"], []).append(call)
-    assert len(keys) == len(ROWS) * N
+    assert len(keys) == len(ROWS) * AGENTS * N
     for ids, extra in zip(list(data["input_ids"]), list(data["extra_fields"]), strict=True):
         turns = calls[f"{extra['teamgym_instance']}/{extra['teamgym_agent']}"]
         ids = [int(t) for t in ids]
@@ -292,28 +292,6 @@ class _FixedPolicy:
 
 
 _fixed_reply = policy_reply(_FixedPolicy())
-
-
-def test_teamgyms_worker_writes_what_verls_writes(v1, tokenizer, dataset_dir) -> None:
-    """``TeamAgentLoopWorkerTQ`` (our loop built by a call, not Hydra: what ``main_ppo`` gets
-    from ``teamgym.adapters.verl.train``) writes the same rows into TransferQueue as verl's own
-    ``AgentLoopWorkerTQ``: the same ids, masks, positions and rewards, row by row."""
-    fields = ["input_ids", "responses", "response_mask", "position_ids", "rm_scores", "prompts"]
-    written = []
-    for worker in (AgentLoopWorkerTQ, TeamAgentLoopWorkerTQ):
-        keys, _, _, uids = _rollout(v1, tokenizer, dataset_dir, _fixed_reply, worker=worker)
-        data = tq.kv_batch_get(keys=keys, partition_id="train", select_fields=fields)
-        row = {u: i for i, u in enumerate(uids)}
-        order = sorted(range(len(keys)), key=lambda k: (row[keys[k].split("_")[0]], keys[k]))
-        written.append({f: [data[f][k].tolist() for k in order] for f in fields})
-    # ours took its own path: the loop's class and keys were read once, into the worker
-    built = ray.get(WORKERS[-1].__ray_call__.remote(lambda self: bool(self._team_loops)))
-    assert built, "TeamAgentLoopWorkerTQ built the loop through verl's Hydra path"
-    verls, ours = written
-    assert len(verls["responses"]) == len(ROWS) * N
-    assert any(sum(r) != 0 for r in verls["rm_scores"]), "the episodes scored something"
-    for f in fields:
-        assert ours[f] == verls[f], f
 
 
 def test_the_overridden_method_is_still_verls() -> None:
@@ -354,25 +332,20 @@ def test_the_overridden_method_is_still_verls() -> None:
     assert verls == sorted([*ours, "config"]), (verls, ours)
 
 
-@pytest.mark.parametrize("v1", [True, False])
-def test_teamgyms_managers_start_teamgyms_workers(v1) -> None:
-    """The managers ``main_ppo`` gets (``runtime_config``) start teamgym's worker class, not
+def test_teamgyms_manager_starts_teamgyms_workers() -> None:
+    """The manager ``main_ppo`` gets (``runtime_config``) starts teamgym's worker class, not
     verl's (verl's ``__init__`` only stores what it is given; the workers start in ``create``)."""
     from teamgym.adapters.verl import workers
 
     cfg = OmegaConf.create({"actor_rollout_ref": {"rollout": {}, "model": {}}})
-    manager = workers.TeamAgentLoopManagerTQ if v1 else workers.TeamAgentLoopManager
-    started = manager(cfg, None).agent_loop_workers_class
+    started = workers.TeamAgentLoopManagerTQ(cfg, None).agent_loop_workers_class
     plain = started.__ray_metadata__.modified_class.__ray_actor_class__
-    if v1:  # an actor class of its own, as verl's v1 worker is
-        assert started is workers.TeamAgentLoopWorkerTQ
-    else:
-        assert plain is workers.TeamAgentLoopWorker
+    assert started is workers.TeamAgentLoopWorkerTQ  # an actor class of its own, as verl's is
     assert issubclass(plain, workers._DirectLoop)
 
 
 # ---------------------------------------------------------------- the episode layout
-EPISODES = tuple(range(6))  # the same 6 episodes as ROWS, one row each
+EPISODES = ROWS
 
 
 def _agent_of(key: str) -> tuple[str, str, int]:
@@ -615,39 +588,23 @@ def test_an_episode_whose_turn_times_out_is_left_out_whole(
     _assert_one_episode_left_out(keys, uids)
 
 
-def test_the_episode_loop_writes_what_the_per_agent_rows_write(
-    v1, tokenizer, dataset_dir, episode_dataset_dir
+def test_the_episodes_trajectories_go_through_the_batcher(
+    v1, tokenizer, episode_dataset_dir
 ) -> None:
-    """The same episodes played by the episode loop (one row each) and by the per-agent loop
-    (a row per agent, meeting in the hub), with a reply that depends on the observation only:
-    the same trajectories, token for token, with the same masks and rewards."""
-    tensors = ["input_ids", "prompts", "responses", "response_mask", "loss_mask", "position_ids"]
-    fields = [*tensors, "rm_scores", "extra_fields"]
-    played = []
-    for data_dir, rows in ((dataset_dir, ROWS), (episode_dataset_dir, EPISODES)):
-        keys, _, _, _ = _rollout(
-            v1, tokenizer, data_dir, _fixed_reply, rows=rows, worker=TeamAgentLoopWorkerTQ
-        )
-        data = tq.kv_batch_get(keys=keys, partition_id="train", select_fields=fields)
-        played.append(
-            sorted(
-                (
-                    data["extra_fields"][i]["teamgym_instance"],
-                    data["extra_fields"][i]["teamgym_agent"],
-                    *(tuple(data[f][i].tolist()) for f in tensors),
-                    round(float(data["rm_scores"][i].sum()), 6),
-                )
-                for i in range(len(keys))
-            )
-        )
-    rows, episodes = played
-    assert len(rows) == len(episodes) == len(ROWS) * N
-    assert rows == episodes
-    # and the episode rows' trajectories went through the batcher, never more than one put a
-    # session (how many sessions share a put depends on timing: test_verl_tq_writes.py)
+    """The episode rows' trajectories reach TransferQueue through the batcher, never more than
+    one put a session (how many sessions share a put depends on timing: test_verl_tq_writes.py)."""
+    keys, _, _, _ = _rollout(
+        v1,
+        tokenizer,
+        episode_dataset_dir,
+        _fixed_reply,
+        rows=EPISODES,
+        worker=TeamAgentLoopWorkerTQ,
+    )
+    assert len(keys) == len(EPISODES) * AGENTS * N
     written = ray.get(WORKERS[-1].__ray_call__.remote(lambda self: self._team_puts.written))
     trajectories = [n for _, n, fields in written if fields]
-    assert sum(trajectories) == len(episodes)  # never more than one put a session
+    assert sum(trajectories) == len(keys)  # never more than one put a session
     assert 1 <= len(trajectories) <= len(EPISODES) * N, written
     # and the rows' statuses too (tags only): every row's "running" in one put, as the rows
     # start in one event-loop turn; then each row's "finished", batched as they finish

@@ -214,9 +214,6 @@ def test_a_missing_extra_names_the_extra_to_install(capsys, monkeypatch, tmp_pat
     assert code == 2 and "[llm]" in out and "verl" not in out, out
 
 
-ROW = ("--layout", "row")
-
-
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
@@ -226,13 +223,9 @@ ROW = ("--layout", "row")
         (["--partner", "expertt", "--partner-seat", "robot_0"], "no baseline 'expertt'"),
         (["--partner", "expert=0", "--partner-seat", "robot_0"], "must be > 0"),
         (["--partner", "expert", "--partner-seat", "robot_9"], "'robot_9' is not an agent"),
-        (
-            ["--partner", "openai:m@http://127.0.0.1:9/v1", "--partner-seat", "robot_0", *ROW],
-            "play on the episode layout only",
-        ),
         (["--partner", '{"kind": "openai"}', "--partner-seat", "robot_0"], "needs 'model'"),
     ],
-    ids=["no-seat", "no-partner", "val-only", "unknown", "weight", "seat", "row-layout", "json"],
+    ids=["no-seat", "no-partner", "val-only", "unknown", "weight", "seat", "json"],
 )
 def test_verl_data_partner_mistakes_are_usage_errors(flags, message, capsys, tmp_path) -> None:
     """A bad partner pool exits 2 with what to change, before anything is written."""

@@ -123,7 +123,7 @@ def main(argv: list[str]) -> int:
 
     loop_yaml = write_agent_loop_yaml(
         out / "agent_loop.yaml",
-        **{"max_reply_tokens": 24, "join_timeout": 60, "turn_timeout": 300, **loop},
+        **{"max_reply_tokens": 24, "turn_timeout": 300, **loop},
     )
     # teamgym's own entry point (`python -m teamgym.adapters.verl.train ...`): compose, validate
     # (teamgym's checks and verl's), ship the agent-loop entry to the workers, main_ppo.main

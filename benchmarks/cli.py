@@ -6,7 +6,7 @@
 ``teamgym serve DIR``  an OpenAI-compatible chat server over a local model directory;
 ``teamgym baselines``  every env with its baselines, one table (``bench run smoke`` does more);
 ``teamgym perf``       env speed next to lbforaging and MPE, observation cost, tokens (= ``bench perf``);
-``teamgym verl-data``  parquet datasets for VERL (a row per episode; ``--layout row``: per agent);
+``teamgym verl-data``  parquet datasets for VERL (a row per episode);
 ``teamgym verl-bench`` throughput and concurrency of the VERL adapter;
 ``teamgym verl-kl-watch FILE``  warn when a VERL run's KL passes its target;
 ``teamgym train``     shared-reward GRPO on CPU (VERL's algorithms, a local model);

@@ -19,7 +19,7 @@ def test_the_recipe_writes_its_dataset_under_runs(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     env = {
-        **{k: v for k, v in os.environ.items() if k not in ("DATA", "RUN_DIR", "LAYOUT")},
+        **{k: v for k, v in os.environ.items() if k not in ("DATA", "RUN_DIR")},
         "HOME": str(home),
         "CHECK_ONLY": "1",
         "TEAMGYM": str(stub),

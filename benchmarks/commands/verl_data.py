@@ -27,9 +27,7 @@ NAME = "verl-data"
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Declare the command and its flags."""
-    p = sub.add_parser(
-        NAME, help="write VERL parquet datasets (one row per episode)"
-    )
+    p = sub.add_parser(NAME, help="write VERL parquet datasets (one row per episode)")
     p.add_argument("--env", required=True, help="env id, e.g. signal-v1")
     add_env_arg(p)
     p.add_argument(

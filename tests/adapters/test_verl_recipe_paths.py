@@ -36,11 +36,11 @@ def test_the_recipe_writes_its_dataset_under_runs(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     printed = proc.stdout.splitlines()
     data = printed[printed.index("--out") + 1]
-    assert data == str(tmp_path / "runs" / "verl-data" / "signal-v0-4agents-episode"), data
+    assert data == str(tmp_path / "runs" / "verl-data" / "signal-v0-4agents"), data
     assert f"teamgym.dataset_dir={data}" in printed
     assert not any(str(home) in line for line in printed), "the recipe reads or writes ~"
     ignored = subprocess.run(
-        ["git", "check-ignore", "--no-index", "runs/verl-data/signal-v0-4agents-episode"],
+        ["git", "check-ignore", "--no-index", "runs/verl-data/signal-v0-4agents"],
         cwd=REPO,
         capture_output=True,
     )

@@ -33,6 +33,8 @@ import numpy as np
 import torch
 from verl.trainer.ppo import core_algos
 
+from teamgym.adapters.verl.identity import TrajectoryKey
+
 __all__ = [
     "TEAM_ESTIMATOR",
     "TeamRecordMissingError",
@@ -45,8 +47,6 @@ __all__ = [
 TEAM_ESTIMATOR = "team_grpo"
 #: VERL's synthetic padding uid (``padding_utils.upsample_batch_to_divisible_size``).
 _PADDING_UID = re.compile(r"pad[0-9a-f]{32}")
-#: A trajectory's uid: its row's uid (a UUID, as verl makes them) and the agent's seat.
-_EPISODE_UID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})_(\d+)")
 
 
 class TeamRecordMissingError(RuntimeError):
@@ -62,8 +62,8 @@ def episode_of(uid: str) -> str | None:
     """The episode of a trajectory's uid (``U_k``: row ``U``, a UUID as verl
     makes them, and the agent's seat ``k``; see :mod:`teamgym.adapters.verl.episode_loop`), None
     for any other uid. verl's replay buffer groups keys by this same prefix."""
-    match = _EPISODE_UID.fullmatch(uid)
-    return match.group(1) if match else None
+    key = TrajectoryKey.parse(uid)
+    return key.row if key is not None and not key.anchors else None
 
 
 def team_keys(uids: np.ndarray) -> np.ndarray:

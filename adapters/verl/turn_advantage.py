@@ -31,6 +31,7 @@ from verl.trainer.ppo import core_algos
 
 from teamgym.adapters.credit import at_grpo_advantages, gigpo_advantages, place_turn_rewards
 from teamgym.adapters.verl.advantage import is_padding_uid, team_keys
+from teamgym.adapters.verl.identity import TrajectoryKey
 
 __all__ = [
     "ANCHORED_ESTIMATORS",
@@ -47,22 +48,17 @@ TURN_ESTIMATORS = ("at_grpo", "team_at_grpo", "gigpo", "team_gigpo")
 ANCHORED_ESTIMATORS = ("gigpo", "team_gigpo")
 #: GiGPO's weight of the step advantage (verl-agent's ``step_advantage_w`` default).
 STEP_WEIGHT = 1.0
-_SEP = "~"
 
 
 def anchored_uid(uid: str, anchors: list[str]) -> str:
-    """``uid`` carrying a trajectory's anchor keys (see the module docstring)."""
-    return f"{uid}{_SEP}{'.'.join(anchors)}"
+    """``uid`` carrying a trajectory's anchor keys (:class:`~teamgym.adapters.verl.identity.TrajectoryKey`)."""
+    return TrajectoryKey.with_anchors(uid, anchors)
 
 
 def split_anchors(index: np.ndarray) -> tuple[np.ndarray, list[list[str]]]:
     """Each uid without its anchor keys, and the keys (empty for a uid that has none)."""
-    uids, anchors = [], []
-    for value in index:
-        uid, _, keys = str(value).partition(_SEP)
-        uids.append(uid)
-        anchors.append(keys.split(".") if keys else [])
-    return np.array(uids, dtype=object), anchors
+    parts = [TrajectoryKey.without_anchors(str(value)) for value in index]
+    return np.array([uid for uid, _ in parts], dtype=object), [keys for _, keys in parts]
 
 
 def turn_level_inputs(

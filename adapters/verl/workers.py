@@ -44,12 +44,12 @@ from verl.utils.rollout_trace import rollout_trace_attr
 
 from teamgym.adapters.credit import place_turn_rewards
 from teamgym.adapters.verl.episode_loop import SEAT_FIELD
+from teamgym.adapters.verl.identity import TrajectoryKey
 from teamgym.adapters.verl.loop_base import TURN_ANCHORS
 from teamgym.adapters.verl.tq_writes import DONE_AT, PutBatcher, trajectory_record
 from teamgym.adapters.verl.turn_advantage import (
     ANCHORED_ESTIMATORS,
     TURN_ESTIMATORS,
-    anchored_uid,
 )
 from teamgym.names import EPISODE_LOOP_NAME
 
@@ -142,10 +142,9 @@ def seat_row(kwargs: dict[str, Any], output: Any, anchored: bool) -> dict[str, A
     """The row an episode loop's ``output`` is stored as: its episode row's fields, with the
     uid ``U_k`` (row ``U``, the agent's seat ``k``: :mod:`teamgym.adapters.verl.episode_loop`),
     carrying GiGPO's anchor states when ``anchored``, and the agent's own first prompt."""
-    seat = output.extra_fields[SEAT_FIELD]
-    uid = f"{kwargs['uid']}_{seat}"
+    uid = TrajectoryKey(str(kwargs["uid"]), int(output.extra_fields[SEAT_FIELD])).agent_uid
     if anchored:  # GiGPO's anchor states ride in the uid (verl gives an estimator only that)
-        uid = anchored_uid(uid, output.extra_fields[TURN_ANCHORS])
+        uid = TrajectoryKey.with_anchors(uid, output.extra_fields[TURN_ANCHORS])
     return {**kwargs, "uid": uid}
 
 

@@ -144,7 +144,7 @@ def draw(data: dict[str, Any]) -> str:
         + (f"at {data['at']}" if data["at"] else "on the way" if data["travel"] else "at the start")
         + f", holding {data['holding']}"
     )
-    return document(_WIDTH, y + 10, "thor-assembly", title, *out)
+    return document(_WIDTH, round(y + 10), "thor-assembly", title, *out)
 
 
 def _floor_plan(out: list[str], data: dict[str, Any]) -> float:
@@ -255,7 +255,7 @@ def _floor_plan(out: list[str], data: dict[str, Any]) -> float:
 
 def _panel(out: list[str], data: dict[str, Any]) -> float:
     """The task, the robot's state, what it sees, the connections; returns its bottom."""
-    x, y = _PANEL_X, 52
+    x, y = _PANEL_X, 52.0
 
     def line(text: str, size: float = 14, **attrs: Any) -> None:
         nonlocal y

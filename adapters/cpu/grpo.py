@@ -128,7 +128,7 @@ def grpo_update(
     from verl.trainer.ppo import core_algos
 
     import teamgym.adapters.verl.advantage  # noqa: F401  (registers team_grpo)
-    from teamgym.adapters.verl.loop_base import TURN_ANCHORS
+    from teamgym.adapters.verl.episode_loop import TURN_ANCHORS
     from teamgym.adapters.verl.turn_advantage import TURN_ESTIMATORS, turn_level_inputs
 
     rewards, index = out.batch["rm_scores"], out.non_tensor_batch["uid"]

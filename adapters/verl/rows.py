@@ -127,7 +127,7 @@ def _check_filter_metric(metric: str, estimator: str) -> None:
     first rollout, when a group lacks it), or ``reward`` under ``team_grpo``: verl's group is the
     whole episode (every agent, every copy), whose summed ``rm_scores`` differ between agents
     under reward sharing, while ``grpo``'s groups are one agent's copies."""
-    from teamgym.adapters.verl.loop_base import LOGGED_METRICS
+    from teamgym.adapters.verl.episode_loop import LOGGED_METRICS
 
     if metric == "reward" and estimator != "team_grpo":
         raise TeamConfigError(

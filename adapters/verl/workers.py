@@ -43,9 +43,8 @@ from verl.trainer.ppo.v1.agent_loop_tq import logger as tq_logger
 from verl.utils.rollout_trace import rollout_trace_attr
 
 from teamgym.adapters.credit import place_turn_rewards
-from teamgym.adapters.verl.episode_loop import SEAT_FIELD
+from teamgym.adapters.verl.episode_loop import SEAT_FIELD, TURN_ANCHORS
 from teamgym.adapters.verl.identity import TrajectoryKey
-from teamgym.adapters.verl.loop_base import TURN_ANCHORS
 from teamgym.adapters.verl.tq_writes import DONE_AT, PutBatcher, trajectory_record
 from teamgym.adapters.verl.turn_advantage import (
     ANCHORED_ESTIMATORS,

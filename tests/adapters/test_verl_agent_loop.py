@@ -541,7 +541,7 @@ def test_stop_strings_end_a_reply_and_reach_the_server(
     ],
 )
 def test_a_row_with_one_complete_copy_is_dropped(outcomes, enforce, kept) -> None:
-    from teamgym.adapters.verl.loop_base import EpisodeIncomplete, _Quorum
+    from teamgym.adapters.verl.episode_loop import EpisodeIncomplete, _Quorum
 
     async def copy(group, complete: bool, delay: float) -> str:
         await asyncio.sleep(delay)

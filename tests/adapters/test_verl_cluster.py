@@ -16,7 +16,7 @@ import ray
 from omegaconf import OmegaConf
 from transformers import AutoTokenizer
 
-from teamgym.adapters.verl.loop_base import end_of_turn_ids
+from teamgym.adapters.verl.episode_loop import end_of_turn_ids
 from teamgym.adapters.verl.train import AGENT_LOOP_ENV, compose_config, runtime_config
 
 

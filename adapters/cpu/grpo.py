@@ -127,9 +127,9 @@ def grpo_update(
     Returns the mean loss, kl and entropy."""
     from verl.trainer.ppo import core_algos
 
-    import teamgym.adapters.verl.advantage  # noqa: F401  (registers team_grpo)
+    import teamgym.adapters.verl.estimators  # noqa: F401  (registers team_grpo)
     from teamgym.adapters.verl.episode_loop import TURN_ANCHORS
-    from teamgym.adapters.verl.turn_advantage import TURN_ESTIMATORS, turn_level_inputs
+    from teamgym.adapters.verl.estimators import TURN_ESTIMATORS, turn_level_inputs
 
     rewards, index = out.batch["rm_scores"], out.non_tensor_batch["uid"]
     if update.adv_estimator in TURN_ESTIMATORS:

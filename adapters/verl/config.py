@@ -11,7 +11,7 @@ backend that is not installed; :func:`teamgym.adapters.verl.resources.check_reso
 Ray must reserve (TransferQueue, verl's GPU bundles) against the cluster; :func:`verl_validate` then runs VERL's own validator,
 the one ``main_ppo`` runs at start-up. The checks of what VERL does to rows live in
 :mod:`teamgym.adapters.verl.rows`. Row changes VERL makes that teamgym handles (batch padding,
-failed groups) are described in :mod:`teamgym.adapters.verl.advantage`.
+failed groups) are described in :mod:`teamgym.adapters.verl.estimators`.
 """
 
 from __future__ import annotations
@@ -180,8 +180,8 @@ def validate_config(
 
 def _check_estimator(cfg: DictConfig, estimator: str) -> None:
     """A turn-level estimator only where its turns' rewards reach it (see
-    :mod:`teamgym.adapters.verl.turn_advantage`)."""
-    from teamgym.adapters.verl.turn_advantage import check_turn_estimator
+    :mod:`teamgym.adapters.verl.estimators`)."""
+    from teamgym.adapters.verl.estimators import check_turn_estimator
 
     correction = cfg.algorithm.get("rollout_correction") or {}
     rejection = None if correction.get("bypass_mode") else correction.get("rollout_rs")

@@ -48,11 +48,10 @@ def setup_worker() -> None:
     """Register our VERL extensions in this process (Ray runs it in every worker): the
     ``team_grpo`` and turn-level estimators and the episode loop, with the settings the driver
     shipped."""
-    # each import registers (team_grpo, teamgym_episode, the turn-level estimators); one
-    # binding, so ruff sees the first two as used by the last
-    import teamgym.adapters.verl.advantage
+    # each import registers (the estimators, teamgym_episode); one binding, so ruff sees the
+    # first as used by the last
     import teamgym.adapters.verl.episode_loop
-    import teamgym.adapters.verl.turn_advantage  # noqa: F401
+    import teamgym.adapters.verl.estimators  # noqa: F401
 
     shipped = os.environ.get(AGENT_LOOP_ENV)
     if shipped:

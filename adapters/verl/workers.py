@@ -44,12 +44,12 @@ from verl.utils.rollout_trace import rollout_trace_attr
 
 from teamgym.adapters.credit import place_turn_rewards
 from teamgym.adapters.verl.episode_loop import SEAT_FIELD, TURN_ANCHORS
-from teamgym.adapters.verl.identity import TrajectoryKey
-from teamgym.adapters.verl.tq_writes import DONE_AT, PutBatcher, trajectory_record
-from teamgym.adapters.verl.turn_advantage import (
+from teamgym.adapters.verl.estimators import (
     ANCHORED_ESTIMATORS,
     TURN_ESTIMATORS,
 )
+from teamgym.adapters.verl.identity import TrajectoryKey
+from teamgym.adapters.verl.tq_writes import DONE_AT, PutBatcher, trajectory_record
 from teamgym.names import EPISODE_LOOP_NAME
 
 __all__ = [
@@ -229,7 +229,7 @@ class TeamAgentLoopWorkerTQ(_DirectLoop, _TQ_BASE):  # type: ignore[misc,valid-t
         which verl's ``grpo`` and validation group by, tells agents apart (see
         :mod:`teamgym.adapters.verl.episode_loop`; under a turn-level estimator the turns'
         rewards and anchors are written where it reads them, see
-        :mod:`teamgym.adapters.verl.turn_advantage`); the records are verl's
+        :mod:`teamgym.adapters.verl.estimators`); the records are verl's
         (:func:`~teamgym.adapters.verl.tq_writes.trajectory_record`), written together with
         those of the sessions that finish at the same time (:class:`PutBatcher`)."""
         if not _is_episode(output):

@@ -727,7 +727,7 @@ def test_the_batch_is_the_episode_loops_one_group_per_agent_and_episode(
     from transformers import AutoTokenizer
 
     from teamgym.adapters.cpu.rollout import build_batch, compose_config, local_server
-    from teamgym.adapters.verl.advantage import team_keys
+    from teamgym.adapters.verl.estimators import team_keys
     from teamgym.adapters.verl.workers import TeamAgentLoopWorker
 
     args = _args(model_dir, tmp_path / "run", teammates={})

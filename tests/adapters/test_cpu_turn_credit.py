@@ -58,7 +58,7 @@ def test_trajectories_carry_one_reward_and_anchor_per_generated_turn(batch) -> N
 def test_the_cpu_trainer_feeds_the_estimators_what_the_v1_worker_writes(batch, estimator) -> None:
     from verl.trainer.ppo import core_algos
 
-    from teamgym.adapters.verl.turn_advantage import split_anchors, turn_level_inputs
+    from teamgym.adapters.verl.estimators import split_anchors, turn_level_inputs
 
     mask = batch.batch["response_mask"]
     rewards, index = turn_level_inputs(

@@ -30,7 +30,7 @@ from teamgym.adapters.credit import (
     returns_to_go,
     turn_runs,
 )
-from teamgym.adapters.verl.turn_advantage import anchored_uid
+from teamgym.adapters.verl.estimators import anchored_uid
 
 from .reference import pettingllms_grpo, verl_agent_core_gigpo
 
@@ -175,7 +175,7 @@ def test_registered_estimators_read_turns_from_the_rewards_and_anchors_from_the_
 ) -> None:
     """What verl calls: episode-layout uids ``U_k`` (anchors appended for GiGPO), a padding
     row; the result equals the function's on the same groups, the padding row gets zero."""
-    import teamgym.adapters.verl.turn_advantage  # noqa: F401  (registers the estimators)
+    import teamgym.adapters.verl.estimators  # noqa: F401  (registers the estimators)
 
     batch = _batch(7, dyadic=False)
     episodes = {g: f"0000000{k}-0000-4000-8000-000000000000" for k, g in enumerate("012")}

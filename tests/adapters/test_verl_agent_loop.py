@@ -16,7 +16,7 @@ pytest.importorskip("verl")
 
 from verl.trainer.ppo import core_algos
 
-from teamgym.adapters.verl import advantage
+from teamgym.adapters.verl import estimators
 from teamgym.adapters.verl.server import LocalModelServer, ScriptedServer, policy_reply
 from teamgym.envs import RewardSharing, SharedReward, make
 from teamgym.envs.baselines import RandomPolicy
@@ -166,7 +166,7 @@ def test_scripted_policies_give_rewards_and_grpo_matches_the_formula(
         assert adv[i][out.batch["response_mask"][i].bool()].allclose(expected, atol=1e-4)
 
     # team_grpo: one group per episode seed, all agents and rollouts together
-    adv_team, _ = core_algos.get_adv_estimator_fn(advantage.TEAM_ESTIMATOR)(
+    adv_team, _ = core_algos.get_adv_estimator_fn(estimators.TEAM_ESTIMATOR)(
         token_level_rewards=out.batch["rm_scores"],
         response_mask=out.batch["response_mask"],
         index=uids,

@@ -396,7 +396,7 @@ def _assert_turn_advantages(run: Path, estimator: str, gamma: float, per_step: i
     import torch
 
     from teamgym.adapters.credit import at_grpo_advantages, gigpo_advantages, turn_runs
-    from teamgym.adapters.verl.turn_advantage import split_anchors
+    from teamgym.adapters.verl.estimators import split_anchors
 
     rows = [r for r in _jsonl(run / "train_batch.jsonl") if not r["key"].startswith("pad")]
     several = 0

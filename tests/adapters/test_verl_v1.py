@@ -28,7 +28,7 @@ from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 from verl.utils import tensordict_utils as tu
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
-from teamgym.adapters.verl import advantage
+from teamgym.adapters.verl import estimators
 from teamgym.adapters.verl.sampler import sampler_settings, team_replay_buffer
 from teamgym.adapters.verl.server import ScriptedServer, policy_reply
 from teamgym.adapters.verl.train import setup_worker
@@ -177,7 +177,7 @@ def test_v1_worker_replay_buffer_and_advantages(v1, complete_rollout, estimator)
     assert scores.std() > 0, "random play should give varied shared returns"
     # the uid names its episode (its row) and its seat: no record needed anywhere
     episodes = [k.split("_")[0] for k in keys]
-    assert list(advantage.team_keys(proto.non_tensor_batch["uid"])) == episodes
+    assert list(estimators.team_keys(proto.non_tensor_batch["uid"])) == episodes
     groups = list(proto.non_tensor_batch["uid"]) if estimator == "grpo" else episodes
     assert len(set(groups)) == (len(ROWS) * AGENTS if estimator == "grpo" else len(ROWS))
     got = _advantages(proto, keys, estimator, v1)
@@ -194,7 +194,7 @@ def test_verls_padding_rows_get_zero_advantage_in_no_group(
         v1, tokenizer, dataset_dir, policy_reply(RandomPolicy(seed=4)), pad_to=10
     )
     real = len(ROWS) * AGENTS * N
-    assert len(keys) == 30 and all(advantage.is_padding_uid(k.split("_")[0]) for k in keys[real:])
+    assert len(keys) == 30 and all(estimators.is_padding_uid(k.split("_")[0]) for k in keys[real:])
     got = _advantages(proto, keys, estimator, v1)
     full = compute_advantage_for_multi_trajectories(
         proto, batch_keys=keys, adv_estimator=estimator, num_repeat=N, config=v1.algorithm
@@ -235,8 +235,8 @@ def test_v1_drops_every_trajectory_of_an_aborted_episode_seed(v1, tokenizer, dat
 
 def test_team_grpo_refuses_rows_that_name_no_episode(v1) -> None:
     unknown = np.array([str(uuid.uuid4()) for _ in range(3)], dtype=object)  # no seat
-    with pytest.raises(advantage.TeamRecordMissingError, match="3 of 3 rows name no episode"):
-        advantage.team_keys(unknown)
+    with pytest.raises(estimators.TeamRecordMissingError, match="3 of 3 rows name no episode"):
+        estimators.team_keys(unknown)
 
 
 class RecordingServer(ScriptedServer):
@@ -516,7 +516,7 @@ def test_episode_rows_group_per_agent_under_grpo_and_per_episode_under_team_grpo
     # and with verl's padding rows (the same rollout, padded as the v1 trainer pads)
     keys, proto, _, _ = padded_episode_rollout
     real = len(EPISODES) * N * 2
-    assert len(keys) == 30 and all(advantage.is_padding_uid(k.split("_")[0]) for k in keys[real:])
+    assert len(keys) == 30 and all(estimators.is_padding_uid(k.split("_")[0]) for k in keys[real:])
     full = compute_advantage_for_multi_trajectories(
         proto, batch_keys=keys, adv_estimator=estimator, num_repeat=N, config=v1.algorithm
     ).batch["advantages"]
@@ -643,9 +643,11 @@ def test_the_verl_conventions_the_episode_layout_relies_on() -> None:
     # seat read as an episode-layout uid
     row = str(uuid.uuid4())
     assert "_" not in row
-    assert advantage.episode_of(f"{row}_3") == row
-    assert advantage.episode_of(row) is None and advantage.episode_of(f"pad{'0' * 32}") is None
-    assert advantage.episode_of("uid_sample_7") is None and advantage.episode_of(f"{row}_x") is None
+    assert estimators.episode_of(f"{row}_3") == row
+    assert estimators.episode_of(row) is None and estimators.episode_of(f"pad{'0' * 32}") is None
+    assert (
+        estimators.episode_of("uid_sample_7") is None and estimators.episode_of(f"{row}_x") is None
+    )
 
 
 def test_the_same_episode_rows_give_the_same_trajectories_and_advantages(
@@ -792,7 +794,7 @@ def test_turn_level_estimators_get_each_turns_reward_and_anchor_through_stock_ve
         gigpo_advantages,
         turn_runs,
     )
-    from teamgym.adapters.verl.turn_advantage import split_anchors
+    from teamgym.adapters.verl.estimators import split_anchors
 
     cfg = OmegaConf.create(OmegaConf.to_container(v1, resolve=True))
     cfg.algorithm.adv_estimator = estimator

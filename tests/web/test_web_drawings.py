@@ -73,6 +73,11 @@ def _turn(browser: Any, after: int = -1, timeout: float = 120) -> dict[str, Any]
     raise AssertionError(f"no turn past step {after} with a picture:\n{browser.page_source[:2000]}")
 
 
+def _fonts_loaded(browser: Any) -> None:
+    """Wait until the page's fonts are in (they change the picture's measured size)."""
+    browser.execute_async_script("document.fonts.ready.then(() => arguments[0]())")
+
+
 def _sent(play: Any, seat: str, step: int, action: str, timeout: float = 60) -> None:
     """The page sent ``action`` for ``seat`` at ``step`` (the episode's history says so)."""
     deadline = time.monotonic() + timeout
@@ -130,8 +135,8 @@ def test_the_page_draws_the_game_fits_a_laptop_and_acts_on_clicks(
     browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", LAPTOP)
     try:
         browser.get(play.links["player"])
-        shown = _turn(browser)
-        time.sleep(0.3)  # the page has drawn; the fonts are in
+        _turn(browser)
+        _fonts_loaded(browser)
         shown = _turn(browser)
         # rendered and within a laptop's screen; no sideways scroll
         assert shown["scroll"] <= shown["width"] == 1280, shown
@@ -152,8 +157,8 @@ def test_the_page_draws_the_game_fits_a_laptop_and_acts_on_clicks(
         browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", LAPTOP)
         last = ACTS[env_id](browser, play, shown)
         # a turn later in the game (the guide's picture): still drawn, still no sideways scroll
-        later = _turn(browser, after=last)
-        time.sleep(0.3)
+        _turn(browser, after=last)
+        _fonts_loaded(browser)
         later = _turn(browser, after=last)
         assert later["scroll"] <= 1280 and later["right"] <= 1280, later
         png = browser.get_screenshot_as_png()

@@ -48,12 +48,12 @@ def _teammates(job: Job, env: Any) -> dict[str, Any]:
     if partner is not None and partner.kind == "baseline":
         seats = dict.fromkeys(setting.partner_seats, partner.options["name"])
         return (
-            Lineup.build(setting.env_id, seats, share=True, first_slot=1)
+            Lineup.build(setting.env_id, seats, share=True, first_stream=1)
             .start(env, job.seed)
             .policies
         )
     seats = dict(sorted(setting.teammates.items()))
-    return Lineup.build(setting.env_id, seats, first_slot=1).start(env, job.seed).policies
+    return Lineup.build(setting.env_id, seats, first_stream=1).start(env, job.seed).policies
 
 
 async def _play(

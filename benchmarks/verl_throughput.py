@@ -94,7 +94,7 @@ def measure_throughput(
     from transformers import AutoTokenizer
 
     from teamgym.adapters.agents.local_model import LocalModelConfig, build_local_model
-    from teamgym.adapters.verl.server import LocalModelServer, ScriptedServer, policy_reply
+    from teamgym.adapters.cpu.server import LocalModelServer, ScriptedServer, policy_reply
     from teamgym.envs.baselines import RandomPolicy
 
     vllm = "vllm" in servers
@@ -205,7 +205,7 @@ def _run_v1(
 
     vllm = server == "vllm"
     if vllm:
-        from teamgym.adapters.verl.cpu_host import shm_entries
+        from teamgym.adapters.verl.cpu_host.shm import shm_entries
 
         shm_before = shm_entries()
     start_ray(1 if vllm else 0, plain.ray_kwargs.ray_init.runtime_env.get("env_vars"))
@@ -262,6 +262,6 @@ def _run_v1(
         tq.close()
         ray.shutdown()
         if vllm:  # what vLLM's processes, ended by Ray, leave in /dev/shm
-            from teamgym.adapters.verl.cpu_host import remove_shm_leftovers
+            from teamgym.adapters.verl.cpu_host.shm import remove_shm_leftovers
 
             remove_shm_leftovers(shm_before)

@@ -1,7 +1,7 @@
 """teamgym environments: the registry, the text env base, reward sharing, metrics and wrappers.
 
 >>> from teamgym.envs import make
->>> env = make("signal-v0", num_agents=3)
+>>> env = make("signal-v1", num_agents=3)
 >>> obs, infos = env.reset(seed=0)
 >>> sorted(obs)
 ['robot_0', 'robot_1', 'robot_2']

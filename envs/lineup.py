@@ -3,20 +3,20 @@
 A :class:`Lineup` maps agents to policies: scripted baselines (``random``, ``expert``, ...) and
 frozen models (``checkpoint:DIR``), named by their spec. Every place that lets a script play
 some agents (``teamgym baselines``, ``bench run``'s baselines and teammates, ``play``, the VERL
-episode hub, the warm-up teachers, the tokenizer corpus, the Gymnasium view) goes through it, so
+episode loop, the warm-up teachers, the tokenizer corpus, the Gymnasium view) goes through it, so
 "who plays which agent, with which seed" has one owner:
 
 * :func:`resolve_spec` makes a ``checkpoint:`` path absolute (or places it where a caller
   compares paths), once, for every layer;
 * :func:`check_teammates` is the one check that teammates are some, not all, of the agents;
 * :meth:`Lineup.build` builds each policy with :func:`~teamgym.envs.baselines.make_baseline`;
-  :meth:`Lineup.bind` lets privileged ones read the env; :meth:`Lineup.reset` seeds slot ``i``
+  :meth:`Lineup.bind` lets privileged ones read the env; :meth:`Lineup.reset` seeds stream ``i``
   (the ``i``-th distinct policy, in seat order) with
-  :func:`teamgym.envs.seeds.policy_seed` ``(episode, first_slot + i)``.
+  :func:`teamgym.envs.seeds.policy_seed` ``(episode, first_stream + i)``.
 
 >>> from teamgym.envs import make
->>> env = make("signal-v0")
->>> lineup = Lineup.build("signal-v0", {"robot_1": "expert"}, first_slot=1)
+>>> env = make("signal-v1")
+>>> lineup = Lineup.build("signal-v1", {"robot_1": "expert"}, first_stream=1)
 >>> obs, infos = env.reset(seed=3)
 >>> _ = lineup.start(env, 3)  # the expert resets with 3 * 1000 + 1
 >>> reply = lineup.act("robot_1", obs["robot_1"], infos["robot_1"])
@@ -70,21 +70,21 @@ def check_teammates(
 
 class Lineup:
     """The scripted policies of an episode: ``{agent: policy}``, where one policy may play
-    several agents. Its distinct policies, in seat order, are its slots ``first_slot``,
-    ``first_slot + 1``, ...; :meth:`reset` seeds slot ``i`` with
-    :func:`~teamgym.envs.seeds.policy_seed` ``(episode, i)`` (``first_slot=None``: every policy
+    several agents. Its distinct policies, in seat order, are its streams ``first_stream``,
+    ``first_stream + 1``, ...; :meth:`reset` seeds stream ``i`` with
+    :func:`~teamgym.envs.seeds.policy_seed` ``(episode, i)`` (``first_stream=None``: every policy
     with the episode seed itself, the training rule).
 
     A lineup answers like a :class:`~teamgym.envs.baselines.Policy` for the agents it seats.
     """
 
-    def __init__(self, policies: Mapping[str, Policy], first_slot: int | None = 0) -> None:
+    def __init__(self, policies: Mapping[str, Policy], first_stream: int | None = 0) -> None:
         self.policies: dict[str, Policy] = dict(policies)
         """The policy of each seated agent."""
-        self.slots: tuple[Policy, ...] = tuple(dict.fromkeys(self.policies.values()))
+        self.distinct: tuple[Policy, ...] = tuple(dict.fromkeys(self.policies.values()))
         """The distinct policies, in the order of their first seat."""
-        self.first_slot = first_slot
-        """The slot number of the first policy (None: the training seed rule)."""
+        self.first_stream = first_stream
+        """The stream number of the first policy (None: the training seed rule)."""
 
     @classmethod
     def build(
@@ -94,13 +94,13 @@ class Lineup:
         *,
         seed: int | None = None,
         share: bool = False,
-        first_slot: int | None = 0,
+        first_stream: int | None = 0,
         **options: Any,
     ) -> Lineup:
         """Build the policy of every seat ``{agent: spec}`` (specs resolved by
         :func:`resolve_spec`) with ``make_baseline(env_id, spec, seed, **options)``;
         ``options`` reach the prefixed families only (a checkpoint's ``max_reply_tokens``).
-        ``share``: agents with the same spec share one policy (one slot), else each agent has
+        ``share``: agents with the same spec share one policy (one stream), else each agent has
         its own."""
         built: dict[str, Policy] = {}
         policies: dict[str, Policy] = {}
@@ -110,22 +110,22 @@ class Lineup:
             if key not in built:
                 built[key] = make_baseline(env_id, resolved, seed, **options)
             policies[agent] = built[key]
-        return cls(policies, first_slot)
+        return cls(policies, first_stream)
 
     def bind(self, env: Any) -> Lineup:
         """Let each privileged policy (one with ``bind``) read the true state of ``env``."""
-        for policy in self.slots:
+        for policy in self.distinct:
             bind = getattr(policy, "bind", None)
             if bind is not None:
                 bind(env)
         return self
 
     def reset(self, seed: int | np.random.Generator | None = None) -> None:
-        """Start episode ``seed``: slot ``i`` resets with ``policy_seed(seed, i)`` (a generator:
-        one draw per slot, in slot order; None: unseeded)."""
-        for i, policy in enumerate(self.slots):
-            slot = None if self.first_slot is None else self.first_slot + i
-            policy.reset(None if seed is None else policy_seed(seed, slot))
+        """Start episode ``seed``: stream ``i`` resets with ``policy_seed(seed, i)`` (a generator:
+        one draw per stream, in stream order; None: unseeded)."""
+        for i, policy in enumerate(self.distinct):
+            stream = None if self.first_stream is None else self.first_stream + i
+            policy.reset(None if seed is None else policy_seed(seed, stream))
 
     def start(self, env: Any, seed: int | np.random.Generator) -> Lineup:
         """:meth:`bind` to ``env`` and :meth:`reset` for episode ``seed``."""
@@ -143,7 +143,7 @@ class Lineup:
 
 def run_episode(env: Any, policies: Policy | Mapping[str, Policy], seed: int) -> EpisodeMetrics:
     """Play one episode of a text env with ``policies`` (one for all agents, or per agent):
-    each distinct policy is bound and reset by :class:`Lineup` (slots from 0)."""
+    each distinct policy is bound and reset by :class:`Lineup` (streams from 0)."""
     obs, infos = env.reset(seed=seed)
     per_agent = (
         policies if isinstance(policies, Mapping) else dict.fromkeys(env.possible_agents, policies)

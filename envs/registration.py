@@ -281,7 +281,7 @@ def _check_kwargs(factory: Callable[..., Any], kwargs: Mapping[str, Any], what: 
 
 
 def make(id: str, **overrides: Any) -> Any:
-    """Build a registered environment (``make("signal-v0", num_agents=3)``) or, for an id of the
+    """Build a registered environment (``make("signal-v1", num_agents=3)``) or, for an id of the
     form ``"module:attr"``, any ParallelEnv factory, e.g. ``make("mpe2.simple_spread_v3:parallel_env")``.
     """
     if ":" in id and not _ID.match(id) and id not in _REGISTRY:

@@ -35,7 +35,7 @@ __all__ = [
     "EVAL_SEED_BASE",
     "EVAL_SET_STRIDE",
     "HELD_OUT_SET",
-    "POLICY_SLOT_STRIDE",
+    "POLICY_STREAM_STRIDE",
     "UPDATE_STRIDE",
     "dataset_seeds",
     "episode_seeds",
@@ -52,8 +52,8 @@ __all__ = [
 EVAL_SET_STRIDE = 100_000
 #: The evaluation set the CPU trainer, its warm-up and the learning stages score on.
 HELD_OUT_SET = 1
-#: Episode ``s``'s scripted policies reset with ``s * POLICY_SLOT_STRIDE + slot`` (evaluation).
-POLICY_SLOT_STRIDE = 1000
+#: Episode ``s``'s scripted policies reset with ``s * POLICY_STREAM_STRIDE + stream`` (evaluation).
+POLICY_STREAM_STRIDE = 1000
 #: Run seed ``r``'s update of step ``t`` is seeded ``r * UPDATE_STRIDE + t`` (a prime, so two
 #: runs' update seeds do not line up step for step).
 UPDATE_STRIDE = 100_003
@@ -108,29 +108,29 @@ def update_seed(run_seed: int, step: int) -> int:
     return run_seed * UPDATE_STRIDE + step
 
 
-def policy_seed(episode: int | np.random.Generator, slot: int | None) -> int:
+def policy_seed(episode: int | np.random.Generator, stream: int | None) -> int:
     """The seed a scripted policy (a teammate, a baseline under test, a warm-up teacher) resets
     with at the start of an episode; :class:`teamgym.envs.lineup.Lineup` is its one caller.
 
     Three rules, each kept because results depend on it:
 
-    * ``slot`` a number (evaluation: ``teamgym baselines``, ``bench run``, ``play``):
-      ``episode * POLICY_SLOT_STRIDE + slot``. Every distinct policy of an episode has its own
-      stream, and no two episodes share one. In a benchmark run the agent under test is slot 0
-      and its teammates slots 1, 2, ... in agent-name order; the fingerprints depend on it.
-    * ``slot`` None (training: the VERL episode hub, the warm-up, the tokenizer corpus): the
+    * ``stream`` a number (evaluation: ``teamgym baselines``, ``bench run``, ``play``):
+      ``episode * POLICY_STREAM_STRIDE + stream``. Every distinct policy of an episode has its own
+      stream, and no two episodes share one. In a benchmark run the agent under test is stream 0
+      and its teammates streams 1, 2, ... in agent-name order; the fingerprints depend on it.
+    * ``stream`` None (training: the episode loop, the warm-up, the tokenizer corpus): the
       episode seed itself, for every policy. The trained models and the tokenizer were built
       with it; changing it would change them.
     * ``episode`` a generator (the Gymnasium view): a draw from it for each policy in turn, so
-      ``reset(seed=None)`` gives fresh teammates, the Gymnasium way; ``slot`` is not used.
+      ``reset(seed=None)`` gives fresh teammates, the Gymnasium way; ``stream`` is not used.
     """
     if isinstance(episode, np.random.Generator):
         return int(episode.integers(_DRAWN_SEED_LIMIT))
-    if slot is None:
+    if stream is None:
         return episode
-    if not 0 <= slot < POLICY_SLOT_STRIDE:
-        raise ValueError(f"policy slot must be in 0..{POLICY_SLOT_STRIDE - 1}, got {slot}")
-    return episode * POLICY_SLOT_STRIDE + slot
+    if not 0 <= stream < POLICY_STREAM_STRIDE:
+        raise ValueError(f"policy stream must be in 0..{POLICY_STREAM_STRIDE - 1}, got {stream}")
+    return episode * POLICY_STREAM_STRIDE + stream
 
 
 def partner_draw(episode: int) -> float:

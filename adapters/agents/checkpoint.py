@@ -8,7 +8,7 @@ template, exactly as the agent loop does, and answers greedily, through the same
 Given a trainer's ``stop`` strings and ``forced_moves="auto"``, its replies end as the
 trainer's rollouts end (cut after the stop string; a turn with one valid action played without
 the model), so a warm-up that replays a policy's greedy replies replays what it wrote.
-It is a baseline like the scripted ones (``reset``/``act``), so the episode hub, the warm-up
+It is a baseline like the scripted ones (``reset``/``act``), so the episode loop, the warm-up
 and ``run_episode`` seat it through :class:`teamgym.envs.lineup.Lineup` unchanged: ad-hoc
 teamwork and population play against earlier selves.
 """

@@ -86,7 +86,7 @@ def env_corpus(
         for name in [b for b in baselines if b in known]:
             env = make(env_id)
             seats = dict.fromkeys(env.possible_agents, name)  # one policy, the training rule
-            policy = Lineup.build(env_id, seats, seed=seed, share=True, first_slot=None)
+            policy = Lineup.build(env_id, seats, seed=seed, share=True, first_stream=None)
             policy.bind(env)
             for episode_seed in episode_seeds(seed, episodes):
                 obs, infos = env.reset(seed=episode_seed)

@@ -2,13 +2,14 @@
 
 :func:`sample_batch` samples several replies in one batched pass with a KV cache; each request
 has its own ``torch.Generator``, so a reply does not depend on the batch it lands in. The VERL
-test server (:mod:`teamgym.adapters.verl.server`), the checkpoint teammate, the ``transformers``
+CPU trainer's server (:mod:`teamgym.adapters.cpu.server`), the checkpoint teammate, the ``transformers``
 agent and ``teamgym serve`` all sample through it, so they give the same replies.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,7 +17,17 @@ from typing import Any
 
 import torch
 
-__all__ = ["sample_batch", "sample_tokens"]
+__all__ = ["request_seed", "sample_batch", "sample_tokens"]
+
+
+def request_seed(seed: int, request_id: str, prompt_ids: list[int], step: int = 0) -> int:
+    """One request's sampling seed (63 bits), from the run's ``seed``, the request's id, its
+    prompt (length and tail: the turn) and the training ``step`` (an episode met again in a
+    later epoch draws new noise): the same in every run, distinct across the agents, copies
+    and turns of a step, whatever batch the engine serves it in."""
+    salt = f"/{step}" if step else ""
+    key = f"{seed}/{request_id}/{len(prompt_ids)}/{prompt_ids[-8:]}{salt}"
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little") & (2**63 - 1)
 
 
 @dataclass

@@ -10,6 +10,7 @@ it), so the trainer sees what a GPU run's actor sees.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import uuid
 from pathlib import Path
@@ -120,16 +121,17 @@ def episode_uid(episode: str) -> str:
 def check_prompt_length(rollout: RolloutArgs, tokenizer: Any) -> None:
     """Refuse a ``prompt_length`` shorter than the env's first turn (VERL would silently cut
     the instructions off the left of every prompt)."""
-    from teamgym.adapters.verl.dataset import PromptTooLongError, agent_rows
+    from teamgym.adapters.verl.dataset import PromptTooLongError, episode_rows
 
     env, kwargs, teammates = rollout.env, rollout.env_kwargs, rollout.teammates
-    rows = agent_rows(env, kwargs, [0, 1, 2], "check", teammates=teammates, partners=rollout.pool)
+    rows = episode_rows(env, kwargs, [0, 1, 2], "check", teammates=teammates, partners=rollout.pool)
+    prompts = [ms for r in rows for ms in json.loads(r["extra_info"]["prompts"]).values()]
 
     def tokens(messages: list[dict[str, str]]) -> int:
         text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         return len(tokenizer.encode(text, add_special_tokens=False))
 
-    longest = max(tokens(r["prompt"]) for r in rows)
+    longest = max(tokens(messages) for messages in prompts)
     if longest > rollout.prompt_length:
         raise PromptTooLongError(
             f"prompt_length={rollout.prompt_length} is shorter than the first turn of {env} "
@@ -251,11 +253,11 @@ def success_per_partner(out: Any) -> dict[str, float]:
 
 
 def local_server(model_dir_or_model: Any, tokenizer: Any, seed: int) -> LLMServerClient:
-    """A :class:`~teamgym.adapters.verl.server.LocalModelServer` of the model, as the
+    """A :class:`~teamgym.adapters.cpu.server.LocalModelServer` of the model, as the
     ``LLMServerClient`` VERL's ``AgentLoopWorker`` takes: it answers ``generate`` as that class
     does without subclassing it (whose constructor wants VERL's whole config and a Ray load
     balancer), so the type is a cast."""
-    from teamgym.adapters.verl.server import LocalModelServer
+    from teamgym.adapters.cpu.server import LocalModelServer
 
     server = LocalModelServer(model_dir_or_model, tokenizer=tokenizer, seed=seed)
     return cast("LLMServerClient", server)

@@ -1,8 +1,8 @@
 """CPU GRPO trainer: shared-reward GRPO on a laptop with VERL's own data path and algorithms.
 
 Rollouts go through VERL's real ``AgentLoopWorker`` (teamgym's subclass, which builds the loop
-by a call instead of Hydra) and our ``teamgym_agent`` loop (the same
-episode hub as on GPUs), served by :class:`~teamgym.adapters.verl.server.LocalModelServer` in
+by a call instead of Hydra) playing the ``teamgym_episode`` loop (the same loop as on GPUs),
+served by :class:`~teamgym.adapters.cpu.server.LocalModelServer` in
 place of vLLM (:mod:`.rollout`); the update uses VERL's ``core_algos`` with AdamW in place
 of the FSDP actor (:mod:`.grpo`), after a supervised format warm-up (:mod:`.warmup`).
 Every step is checkpointed and guarded (:mod:`.run_state`); ``resume=True`` continues a

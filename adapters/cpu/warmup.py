@@ -62,7 +62,7 @@ def _record_start(
     model_dir: str, evaluation: EvalArgs, run: Path, eval_partners: tuple[str, ...] = ()
 ) -> None:
     """Without a warm-up, the held-out figures of the model GRPO starts from (a pretrained
-    model's prompted baseline), once, in ``start.json``: the curve's step 0."""
+    model as prompted), once, in ``start.json``: the curve's step 0."""
     from transformers import AutoTokenizer
 
     path = run / START_FILE
@@ -146,13 +146,13 @@ def _lineups(warmup: WarmupArgs, env: Any) -> tuple[Lineup, Lineup]:
         seats,
         seed=warmup.seed,
         share=True,
-        first_slot=None,
+        first_stream=None,
         max_reply_tokens=rollout.max_reply_tokens,
         max_prompt_tokens=rollout.prompt_length,
         stop=rollout.stop,
         forced_moves=rollout.forced_moves,
     )
-    mates = Lineup.build(rollout.env, dict(rollout.teammates), seed=warmup.seed, first_slot=None)
+    mates = Lineup.build(rollout.env, dict(rollout.teammates), seed=warmup.seed, first_stream=None)
     return teachers.bind(env), mates.bind(env)
 
 
@@ -231,7 +231,7 @@ def _partner_lineups(warmup: WarmupArgs, env: Any) -> dict[str, Lineup]:
             rollout.env,
             dict.fromkeys(pool.seats, spec),
             seed=warmup.seed,
-            first_slot=None,  # one policy a seat, as the trainer's episode hub seats them
+            first_stream=None,  # one policy a seat, as the episode loop seats them
         ).bind(env)
         for spec in pool.specs
     }

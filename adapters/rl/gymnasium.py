@@ -114,7 +114,7 @@ class TeamGymEnv(gymnasium.Env):
         render_mode: passed to the env (``"ansi"``).
         **env_kwargs: the env's own options, e.g. ``obs_mode="vector"``, ``num_agents=3``.
 
-    >>> env = TeamGymEnv("signal-v0", obs_mode="vector", teammates="expert")
+    >>> env = TeamGymEnv("signal-v1", obs_mode="vector", teammates="expert")
     >>> obs, info = env.reset(seed=0)
     >>> obs, reward, terminated, truncated, info = env.step(int(info["action_mask"].argmax()))
     """

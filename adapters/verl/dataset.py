@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from teamgym.adapters.verl.partners import check_partner_pools, partner_source
+from teamgym.adapters.verl.llm_partners import check_partner_pools, partner_source
 from teamgym.envs.lineup import check_teammates
 from teamgym.envs.partners import PartnerPool
 from teamgym.envs.registration import make
@@ -36,7 +36,6 @@ __all__ = [
     "DatasetManifest",
     "DatasetMismatchError",
     "PromptTooLongError",
-    "agent_rows",
     "build_dataset",
     "check_dataset",
     "check_files",
@@ -109,66 +108,6 @@ def _kwargs_key(env_kwargs: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(env_kwargs, sort_keys=True).encode()).hexdigest()[:8]
 
 
-def agent_rows(
-    env_id: str,
-    env_kwargs: dict[str, Any],
-    seeds: Sequence[int],
-    split: str,
-    start_index: int = 0,
-    teammates: dict[str, str] | None = None,
-    partners: PartnerPool | None = None,
-) -> list[dict[str, Any]]:
-    """Each trained agent's first prompt in the episodes ``seeds``, as a row's fields (agents of
-    one episode adjacent): what :func:`episode_rows` gathers, and what a prompt check renders.
-    Agents in ``teammates`` (agent -> baseline name) get none: the episode's env plays them.
-    With ``partners``, each episode's partner seats go to the partner the pool picks for its
-    seed, written into ``teammates`` and ``partner``."""
-    env = make(env_id, **{**env_kwargs, "obs_mode": "text"})
-    kwargs_json = json.dumps(env_kwargs, sort_keys=True)
-    teammates = dict(teammates or {})
-    if partners is not None:
-        partners.check(env.possible_agents, teammates)
-        check_teammates({**teammates, **dict.fromkeys(partners.seats)}, env.possible_agents)
-    check_teammates(teammates, env.possible_agents)
-    rows, index = [], start_index
-    for seed in seeds:
-        obs, infos = env.reset(seed=int(seed))
-        episode = f"{env_id}/{_kwargs_key(env_kwargs)}/{split}/{int(seed)}"
-        seated = teammates | (partners.seats_for(int(seed)) if partners is not None else {})
-        teammates_json = json.dumps(seated, sort_keys=True)
-        partner = partners.pick(int(seed)) if partners is not None else ""
-        source = partner_source(env_id, partner)
-        for agent in env.possible_agents:
-            if agent in seated:
-                continue
-            rows.append(
-                {
-                    "data_source": source,
-                    "prompt": [
-                        {"role": "system", "content": infos[agent]["instructions"]},
-                        {"role": "user", "content": obs[agent]},
-                    ],
-                    "ability": "multi-agent",
-                    "reward_model": {"style": "env", "ground_truth": ""},
-                    "extra_info": {
-                        "index": index,
-                        "split": split,
-                        "env_id": env_id,
-                        "env_kwargs": kwargs_json,
-                        "seed": int(seed),
-                        "agent": agent,
-                        "episode": episode,
-                        "num_agents": len(env.possible_agents),
-                        "teammates": teammates_json,
-                        "partner": partner,
-                    },
-                }
-            )
-            index += 1
-    env.close()
-    return rows
-
-
 def episode_rows(
     env_id: str,
     env_kwargs: dict[str, Any],
@@ -178,25 +117,54 @@ def episode_rows(
     teammates: dict[str, str] | None = None,
     partners: PartnerPool | None = None,
 ) -> list[dict[str, Any]]:
-    """The dataset rows of the episodes ``seeds``: one per seed, for the episode loop, made from
-    :func:`agent_rows`' prompts of its trained agents."""
-    rows, index = [], start_index
-    per_agent = agent_rows(env_id, env_kwargs, seeds, split, teammates=teammates, partners=partners)
-    for _, group in itertools.groupby(per_agent, key=lambda r: r["extra_info"]["episode"]):
-        agents = list(group)
-        info = dict(agents[0]["extra_info"])
-        info.pop("agent")
-        prompts = {a["extra_info"]["agent"]: list(a["prompt"]) for a in agents}
-        info |= {
-            "index": index,
-            "agents": json.dumps(list(prompts)),
-            "prompts": json.dumps(prompts),
+    """The dataset rows of the episodes ``seeds``, one per seed (see the module docstring).
+    Agents in ``teammates`` (agent -> spec) are played by the env's policies, not trained.
+    With ``partners``, each episode's partner seats go to the partner the pool picks for its
+    seed, written into ``teammates`` and ``partner``."""
+    env = make(env_id, **{**env_kwargs, "obs_mode": "text"})
+    kwargs_json = json.dumps(env_kwargs, sort_keys=True)
+    teammates = dict(teammates or {})
+    if partners is not None:
+        partners.check(env.possible_agents, teammates)
+        check_teammates({**teammates, **dict.fromkeys(partners.seats)}, env.possible_agents)
+    check_teammates(teammates, env.possible_agents)
+    rows = []
+    for index, seed in enumerate(seeds, start_index):
+        obs, infos = env.reset(seed=int(seed))
+        seated = teammates | (partners.seats_for(int(seed)) if partners is not None else {})
+        partner = partners.pick(int(seed)) if partners is not None else ""
+        prompts = {
+            agent: [
+                {"role": "system", "content": infos[agent]["instructions"]},
+                {"role": "user", "content": obs[agent]},
+            ]
+            for agent in env.possible_agents
+            if agent not in seated
         }
         longest = max(prompts.values(), key=lambda ms: sum(len(m["content"]) for m in ms))
         rows.append(
-            {**agents[0], "prompt": longest, "agent_name": EPISODE_LOOP_NAME, "extra_info": info}
+            {
+                "data_source": partner_source(env_id, partner),
+                "prompt": longest,
+                "ability": "multi-agent",
+                "reward_model": {"style": "env", "ground_truth": ""},
+                "extra_info": {
+                    "index": index,
+                    "split": split,
+                    "env_id": env_id,
+                    "env_kwargs": kwargs_json,
+                    "seed": int(seed),
+                    "episode": f"{env_id}/{_kwargs_key(env_kwargs)}/{split}/{int(seed)}",
+                    "num_agents": len(env.possible_agents),
+                    "teammates": json.dumps(seated, sort_keys=True),
+                    "partner": partner,
+                    "agents": json.dumps(list(prompts)),
+                    "prompts": json.dumps(prompts),
+                },
+                "agent_name": EPISODE_LOOP_NAME,
+            }
         )
-        index += 1
+    env.close()
     return rows
 
 
@@ -315,7 +283,6 @@ def _file_list(files: Any) -> list[Path]:
 def _check_file(path: Path) -> tuple[DatasetManifest, int]:
     """One parquet file against the ``manifest.json`` beside it: its row count when it is the
     manifest's ``train``/``val`` file, and every episode's rows adjacent and complete."""
-    import itertools
 
     import pyarrow.parquet as pq
 

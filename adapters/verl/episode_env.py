@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from teamgym.adapters.verl.partners import PARTNER_METRICS, Partners, split_teammates
+from teamgym.adapters.verl.llm_partners import PARTNER_METRICS, LLMPartners, split_teammates
 from teamgym.envs.lineup import Lineup, check_teammates
 from teamgym.envs.metrics import EpisodeTracker, IdleCount
 from teamgym.envs.registration import make
@@ -69,15 +69,15 @@ class EpisodeEnv:
         self.env = SharedReward(_make(env_id, dict(env_kwargs)), sharing or RewardSharing())
         names = dict(sorted((teammates or {}).items()))
         self.seed = int(seed)
-        self.partners: Partners | None = None
+        self.partners: LLMPartners | None = None
         """The LLM partners' seats (None without any): the caller asks them each turn."""
         try:
             check_teammates(names, self.env.possible_agents)
             scripted, llm = split_teammates(names)
-            lineup = Lineup.build(env_id, scripted, seed=seed, first_slot=None)
+            lineup = Lineup.build(env_id, scripted, seed=seed, first_stream=None)
             self.teammates = lineup.start(self.env, seed).policies
             if llm:
-                self.partners = Partners(env_id, llm, self.env.unwrapped, seed)
+                self.partners = LLMPartners(env_id, llm, self.env.unwrapped, seed)
         except BaseException:
             self.env.close()
             raise
@@ -104,7 +104,7 @@ class EpisodeEnv:
 
     async def partner_replies(self) -> dict[str, str]:
         """The LLM partners' replies this turn (none without partners); raises
-        :class:`~teamgym.adapters.verl.partners.PartnerFailed` when one cannot answer."""
+        :class:`~teamgym.adapters.verl.llm_partners.PartnerFailed` when one cannot answer."""
         if self.partners is None:
             return {}
         return await self.partners.replies(list(self.env.agents), self.last_obs, self.last_info)

@@ -11,7 +11,7 @@ appends each agent's next observation. Model tokens get ``response_mask`` 1, obs
 tokens 0; each output's ``reward_score`` is its agent's own return under reward sharing, and
 every output carries the episode metrics (and every trained agent's return) in
 ``reward_extra_info``. Seats played by an LLM partner (a row's ``teammates`` naming
-``openai:MODEL@URL`` or ``transformers:DIR``; :mod:`teamgym.adapters.verl.partners`) are asked in
+``openai:MODEL@URL`` or ``transformers:DIR``; :mod:`teamgym.adapters.verl.llm_partners`) are asked in
 the same turn, next to the model's requests; their replies go to the env and into no trajectory,
 their count and latency into the metrics (``partner_replies``, ``partner_latency_s``), and a
 partner that cannot answer ends the episode as a failed generate call does.
@@ -27,7 +27,7 @@ Playing a turn, building a trajectory and its output are :class:`TeamLoopBase`'s
 that does not finish normally (a generate call that fails, a turn slower than ``turn_timeout``)
 raises: verl's v1 worker writes nothing for that session and marks the row's group ``failure``;
 a session left alone of its ``rollout.n`` copies raises too (a GRPO group of one has no
-baseline).
+group mean to compare with).
 
 The machinery (:class:`TeamLoopBase`, here because it has no other user): the settings read from
 the loop's YAML entry, the first prompt rendered and checked, one agent's turn (a forced move,
@@ -53,9 +53,9 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 
 from teamgym.adapters.agents.chat import forced_reply
+from teamgym.adapters.agents.sampling import request_seed
 from teamgym.adapters.verl.episode_env import EpisodeEnv
-from teamgym.adapters.verl.partners import PARTNER_METRICS
-from teamgym.adapters.verl.server import request_seed
+from teamgym.adapters.verl.llm_partners import PARTNER_METRICS
 from teamgym.adapters.verl.settings import AgentLoopSettings
 from teamgym.adapters.verl.tokens import first_prompt_ids
 from teamgym.adapters.verl.trajectory import Trajectory
@@ -98,7 +98,7 @@ class EpisodeIncomplete(RuntimeError):
 class _Quorum:
     """The copies of one row in this process (one ``uid``: v1 starts its ``rollout.n`` sessions
     together in one worker; the CPU trainer's in-process worker, a row's copies), settling together: a copy that completed while every
-    other copy failed would be a GRPO group of one, with no baseline (VERL's ``grpo`` would give
+    other copy failed would be a GRPO group of one, with no group mean (VERL's ``grpo`` would give
     it its raw score as advantage), so it is dropped too. Copies start before their first ``await`` (VERL creates a row's sessions
     together), so ``started`` is complete before any copy settles."""
 
@@ -130,7 +130,7 @@ class _Quorum:
         if self.enforce and self.started >= 2 and self.complete < 2:
             raise EpisodeIncomplete(
                 f"row {self.uid}: no other of its {self.started} copies finished, so this one "
-                "would be a GRPO group of one (no baseline): left out with them"
+                "would be a GRPO group of one (no group mean): left out with them"
             )
 
 
@@ -474,11 +474,11 @@ class TeamEpisodeLoop(TeamLoopBase):
         for seat in seats:
             extra = shared | {"budget_exhausted": float(not seat.traj.budget_left)}
             fields = {
-                "teamgym_episode": row.episode,
+                "teamgym_episode_key": row.episode,
                 "teamgym_agent": seat.agent,
                 SEAT_FIELD: seat.index,
                 "teamgym_replies": seat.replies,
-                "teamgym_instance": session,
+                "teamgym_session": session,
             }
             output = trajectory_output(seat.traj, seat.total, extra, fields, kwargs)
             if logprobs and output.response_logprobs is None:  # one field set for the session

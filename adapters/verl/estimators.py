@@ -3,7 +3,7 @@
 
 * ``grpo`` (VERL's own, the default): VERL's ``uid`` groups the ``rollout.n`` trajectories of
   one agent in one episode seed (row ``U`` stores agent ``k``'s trajectories under uid
-  ``U_k``). The baseline is that agent's mean return on that
+  ``U_k``). The group mean is that agent's mean return on that
   seed. Use it when agents have distinct roles or parameters.
 * ``team_grpo`` (registered here): groups the trajectories of *all* agents of the same episode
   seed (``rollout.n x num_agents`` per group). Use it with parameter sharing in symmetric games,
@@ -19,7 +19,7 @@ Rows that are not episodes' trajectories get a zero advantage and enter no group
 * VERL's **padding rows** (``trainer/ppo/padding_utils.py``: the v1 trainer pads the batch to a
   multiple of its data-parallel and mini-batch sizes with synthetic rows whose uid is ``pad`` +
   32 hex digits, a one-token response with ``response_mask`` 0 and zero reward);
-* a **group of one** (a lone trajectory has no baseline: VERL's ``grpo`` would give it its raw
+* a **group of one** (a lone trajectory has no group mean to compare with: VERL's ``grpo`` would give it its raw
   score). The episode loop already drops an episode seed that kept fewer than two complete
   copies (see :mod:`teamgym.adapters.verl.episode_loop`), so both estimators see the same rows.
 

@@ -30,7 +30,7 @@ from typing import Any
 from omegaconf import DictConfig
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
 
-from teamgym.adapters.verl.rows import poll_intervals
+from teamgym.adapters.verl.config import poll_intervals
 from teamgym.adapters.verl.tq_writes import DONE_AT
 
 __all__ = [

@@ -25,14 +25,15 @@ from omegaconf import DictConfig, OmegaConf
 from teamgym.adapters.verl.config import (
     AGENT_LOOP_CONFIG,
     CONFIG_DIR,
+    TEAM_MANAGER,
     TeamConfigError,
     agent_loop_entry,
     check_engine,
+    is_team_sampler,
     validate_config,
     verl_validate,
 )
 from teamgym.adapters.verl.resources import cluster_nodes
-from teamgym.adapters.verl.rows import TEAM_MANAGER, is_team_sampler
 from teamgym.adapters.verl.settings import LOOP_TARGET, AgentLoopSettings
 
 __all__ = ["AGENT_LOOP_ENV", "compose_config", "main", "setup_worker"]
@@ -170,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not cpu:
         main_ppo.main(runtime_config(cfg))
         return 0
-    from teamgym.adapters.verl.cpu_host import remove_shm_leftovers, shm_entries
+    from teamgym.adapters.verl.cpu_host.shm import remove_shm_leftovers, shm_entries
 
     before = shm_entries()
     try:

@@ -232,10 +232,10 @@ def _and(items: Sequence[str]) -> str:
 
 def check_teammates(env_id: str, kwargs: Mapping[str, Any], names: Mapping[str, str]) -> None:
     """Refuse teammates that are not some (not all) of the env's agents."""
-    from teamgym.adapters.verl.dataset import agent_rows
+    from teamgym.adapters.verl.dataset import episode_rows
 
     with bad_input(ValueError):
-        agent_rows(env_id, dict(kwargs), [0], "check", teammates=dict(names))
+        episode_rows(env_id, dict(kwargs), [0], "check", teammates=dict(names))
 
 
 def check_warmup_teachers(settings: Any) -> None:

@@ -134,8 +134,8 @@ def check_partners(settings: TrainArgs) -> list[str]:
     """Refuse a partner pool that cannot be seated (no seats, seats the env lacks or a teammate
     plays, no agent left to train); returns
     every partner spec, training and held-out, to be built once."""
-    from teamgym.adapters.verl.dataset import agent_rows
-    from teamgym.adapters.verl.partners import check_partner_pools
+    from teamgym.adapters.verl.dataset import episode_rows
+    from teamgym.adapters.verl.llm_partners import check_partner_pools
     from teamgym.envs.partners import SELF
 
     rollout = settings.rollout
@@ -149,7 +149,7 @@ def check_partners(settings: TrainArgs) -> list[str]:
         if settings.eval_partners:
             held_out = rollout.with_partners(tuple(settings.eval_partners)).pool
         check_partner_pools(pool, held_out)
-        agent_rows(
+        episode_rows(
             rollout.env,
             rollout.env_kwargs,
             [0],

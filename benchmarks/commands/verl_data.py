@@ -131,7 +131,7 @@ def partner_pools(args: argparse.Namespace) -> tuple[Any, Any]:
     ``--val-partner`` (None where none is given); each spec is parsed and each baseline built
     once, so a typo fails here, not in a worker."""
     from teamgym.adapters.agents.kinds import parse_agent_spec
-    from teamgym.adapters.verl.partners import partner_spec
+    from teamgym.adapters.verl.llm_partners import partner_spec
     from teamgym.envs.partners import SELF, PartnerPool
 
     if not args.partner and not args.val_partner:

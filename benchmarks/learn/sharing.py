@@ -168,16 +168,15 @@ def contribution_probability(model_dir: str | Path, args: TrainArgs) -> float:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from teamgym.adapters.verl.dataset import agent_rows
+    from teamgym.adapters.verl.dataset import episode_rows
     from teamgym.envs.seeds import eval_seeds
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     shares = []
-    for row in agent_rows(args.env, args.env_kwargs, eval_seeds(0, 1), "eval"):
-        text = tokenizer.apply_chat_template(
-            row["prompt"], add_generation_prompt=True, tokenize=False
-        )
+    rows = episode_rows(args.env, args.env_kwargs, eval_seeds(0, 1), "eval")
+    for messages in json.loads(rows[0]["extra_info"]["prompts"]).values():
+        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         prompt = tokenizer.encode(text, add_special_tokens=False)
         logp = []
         for k in (0, 1):

@@ -108,12 +108,12 @@ def speaker_words(policy: str | Path, args: TrainArgs, episodes: int = 64) -> di
 
     env = make(args.env, **args.env_kwargs)
     # one policy, the model, in every seat; it resets with the episode's number (the training
-    # rule: first_slot=None), though greedy replies do not depend on it
+    # rule: first_stream=None), though greedy replies do not depend on it
     players = Lineup.build(
         args.env,
         dict.fromkeys(env.possible_agents, f"{CHECKPOINT_PREFIX}{policy}"),
         share=True,
-        first_slot=None,
+        first_stream=None,
         max_reply_tokens=args.max_reply_tokens,
         stop=args.stop,
         forced_moves=args.forced_moves,

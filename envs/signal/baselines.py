@@ -1,4 +1,4 @@
-"""Scripted baselines for ``signal-v0``; they read only what an LLM would read (the text)."""
+"""Scripted baselines for ``signal-v1``; they read only what an LLM would read (the text)."""
 
 from __future__ import annotations
 

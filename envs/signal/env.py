@@ -1,4 +1,4 @@
-"""``signal-v0``: a referential game where listeners can only win through what the speaker says."""
+"""``signal-v1``: a referential game where listeners can only win through what the speaker says."""
 
 from __future__ import annotations
 
@@ -332,12 +332,17 @@ class SignalEnv(TextParallelEnv):
 
         return drawing(self, agent)
 
+    @property
+    def _name(self) -> str:
+        """The registered id this configuration is (the render's header)."""
+        return "signal-v1" if self.message_feedback else "signal-v0"
+
     def _game_render(self) -> str:
         if self.round is None:
-            return "signal-v0 (not reset)"
+            return f"{self._name} (not reset)"
         rnd = self.round
         rows = [
-            f"signal-v0 round {min(self.round_index + 1, self.num_rounds)}/{self.num_rounds} "
+            f"{self._name} round {min(self.round_index + 1, self.num_rounds)}/{self.num_rounds} "
             f"phase={self.phase} speaker={self.speaker} right={self.correct}/{self.picks_made}"
         ]
         for i, obj in enumerate(rnd.candidates):

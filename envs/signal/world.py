@@ -1,4 +1,4 @@
-"""World data and generator of ``signal-v0``: objects described by attributes, rounds of
+"""World data and generator of ``signal-v1``: objects described by attributes, rounds of
 candidates. Kept apart from the game dynamics so it can be read, tested and reused alone."""
 
 from __future__ import annotations

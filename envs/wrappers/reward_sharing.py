@@ -20,7 +20,7 @@ class SharedReward(BaseParallelWrapper):
     ``difference`` needs ``env.unwrapped.counterfactual_rewards(agent)``.
 
     >>> from teamgym.envs import make
-    >>> env = SharedReward(make("signal-v0"), RewardSharing(weight=1.0))
+    >>> env = SharedReward(make("signal-v1"), RewardSharing(weight=1.0))
     >>> _ = env.reset(seed=0)
     """
 

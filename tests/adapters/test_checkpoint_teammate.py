@@ -105,8 +105,8 @@ def test_the_episode_loop_plays_a_checkpoint_teammate(model_dir, tokenizer, tmp_
     from dataclasses import replace
 
     from teamgym.adapters.cpu.rollout import build_batch, compose_config
+    from teamgym.adapters.cpu.server import ScriptedServer, policy_reply
     from teamgym.adapters.cpu.trainer import TrainArgs
-    from teamgym.adapters.verl.server import ScriptedServer, policy_reply
     from teamgym.adapters.verl.workers import TeamAgentLoopWorker
     from teamgym.envs.baselines import RandomPolicy
 

@@ -18,7 +18,7 @@ def _returns(model_dir, tmp_path, mode: str, baseline: str) -> list[float]:
     from transformers import AutoTokenizer
 
     from teamgym.adapters.cpu.rollout import build_batch, compose_config
-    from teamgym.adapters.verl.server import ScriptedServer, policy_reply
+    from teamgym.adapters.cpu.server import ScriptedServer, policy_reply
     from teamgym.adapters.verl.workers import TeamAgentLoopWorker as AgentLoopWorker
     from teamgym.envs.baselines import make_baseline
 

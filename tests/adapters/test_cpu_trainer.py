@@ -245,8 +245,8 @@ def test_sigkill_then_resume_loses_no_finished_step(model_dir, tmp_path) -> None
 
 def test_same_seed_same_run_across_processes(model_dir, tmp_path) -> None:
     """Two processes, same arguments: the same rollouts, metrics and weights, byte for byte
-    (VERL tokenises prompts on a thread pool, so loops reach the hub in any order; the copy
-    numbers they take in row order keep pairings and sampling streams fixed)."""
+    (VERL tokenises prompts on a thread pool, so loops start in any order; each copy's
+    session number, given in row order, keeps pairings and sampling streams fixed)."""
     runs = []
     for name in ("a", "b"):
         out = tmp_path / name
@@ -450,7 +450,7 @@ def test_grpo_update_raises_rewarded_replies_and_lowers_the_others(
 
     from teamgym.adapters.cpu.grpo import Learner, grpo_update, response_logprobs
     from teamgym.adapters.cpu.rollout import build_batch, compose_config
-    from teamgym.adapters.verl.server import ScriptedServer, policy_reply
+    from teamgym.adapters.cpu.server import ScriptedServer, policy_reply
     from teamgym.adapters.verl.workers import TeamAgentLoopWorker as AgentLoopWorker
     from teamgym.envs.baselines import RandomPolicy
 
@@ -517,7 +517,7 @@ def test_micro_batches_accumulate_the_whole_batch_gradient(model_dir, tmp_path) 
 
     from teamgym.adapters.cpu.grpo import Learner, grpo_update
     from teamgym.adapters.cpu.rollout import build_batch, compose_config
-    from teamgym.adapters.verl.server import ScriptedServer, policy_reply
+    from teamgym.adapters.cpu.server import ScriptedServer, policy_reply
     from teamgym.adapters.verl.workers import TeamAgentLoopWorker as AgentLoopWorker
     from teamgym.envs.baselines import RandomPolicy
 
@@ -570,7 +570,7 @@ def test_learning_rate_ramps_from_zero_like_verl(model_dir, tmp_path) -> None:
 
     from teamgym.adapters.cpu.grpo import grpo_update, load_learner, warmup_factor
     from teamgym.adapters.cpu.rollout import build_batch, compose_config
-    from teamgym.adapters.verl.server import LocalModelServer
+    from teamgym.adapters.cpu.server import LocalModelServer
     from teamgym.adapters.verl.workers import TeamAgentLoopWorker as AgentLoopWorker
 
     assert [warmup_factor(k, 4) for k in range(6)] == [0.0, 0.25, 0.5, 0.75, 1.0, 1.0]
@@ -621,7 +621,7 @@ def test_trimmed_logprobs_equal_the_full_padded_forward(
 
     from teamgym.adapters.cpu.grpo import response_logprobs
     from teamgym.adapters.cpu.rollout import build_batch, compose_config
-    from teamgym.adapters.verl.server import ScriptedServer, policy_reply
+    from teamgym.adapters.cpu.server import ScriptedServer, policy_reply
     from teamgym.adapters.verl.workers import TeamAgentLoopWorker as AgentLoopWorker
     from teamgym.envs.baselines import RandomPolicy
 

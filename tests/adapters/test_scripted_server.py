@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("verl")
 
-from teamgym.adapters.verl import server as server_module
-from teamgym.adapters.verl.server import ScriptedServer, policy_reply
+from teamgym.adapters.cpu import server as server_module
+from teamgym.adapters.cpu.server import ScriptedServer, policy_reply
 from teamgym.envs import make
 from teamgym.envs.baselines import RandomPolicy
 

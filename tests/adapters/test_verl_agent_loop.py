@@ -16,8 +16,8 @@ pytest.importorskip("verl")
 
 from verl.trainer.ppo import core_algos
 
+from teamgym.adapters.cpu.server import LocalModelServer, ScriptedServer, policy_reply
 from teamgym.adapters.verl import estimators
-from teamgym.adapters.verl.server import LocalModelServer, ScriptedServer, policy_reply
 from teamgym.envs import RewardSharing, SharedReward, make
 from teamgym.envs.baselines import RandomPolicy
 
@@ -51,8 +51,8 @@ def _rows(out):
                 "mask": out.batch["response_mask"][i, :n].tolist(),
                 "score": float(out.batch["rm_scores"][i].sum()),
                 "agent": out.non_tensor_batch["teamgym_agent"][i],
-                "instance": out.non_tensor_batch["teamgym_instance"][i],
-                "episode": out.non_tensor_batch["teamgym_episode"][i],
+                "instance": out.non_tensor_batch["teamgym_session"][i],
+                "episode": out.non_tensor_batch["teamgym_episode_key"][i],
                 "replies": list(out.non_tensor_batch["teamgym_replies"][i]),
                 "info": out.non_tensor_batch["extra_info"][i],
                 "extra": out.non_tensor_batch["reward_extra_info"][i],
@@ -396,7 +396,7 @@ def test_batched_sampling_equals_one_request_at_a_time(model_dir, tokenizer) -> 
     log-probs as sampling each prompt alone."""
     from transformers import AutoModelForCausalLM
 
-    from teamgym.adapters.verl.server import _Request, sample_batch, sample_tokens
+    from teamgym.adapters.agents.sampling import _Request, sample_batch, sample_tokens
 
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     env = make("signal-v0")
@@ -433,7 +433,7 @@ def test_each_request_carries_its_own_seed_under_vllm_unless_switched_off(
     """Under ``rollout.name=vllm`` each request the loop sends carries a sampling seed of its
     own (from the rollout's seed, the request id and the turn's prompt), so vLLM samples it from
     its own generator whatever batch it lands in; ``seed_requests: false`` sends none."""
-    from teamgym.adapters.verl.server import request_seed
+    from teamgym.adapters.agents.sampling import request_seed
 
     class Recording(ScriptedServer):
         def __init__(self, *args: Any) -> None:
@@ -472,7 +472,7 @@ def test_stop_strings_end_a_reply_and_reach_the_server(
     string), and the local server ends a row at the first token whose text contains it."""
     from transformers import AutoModelForCausalLM
 
-    from teamgym.adapters.verl.server import _Request, sample_batch
+    from teamgym.adapters.agents.sampling import _Request, sample_batch
 
     class Recording(ScriptedServer):
         def __init__(self, *args: Any) -> None:

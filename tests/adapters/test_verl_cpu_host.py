@@ -252,17 +252,17 @@ def test_after_import_already_imported(cpu_host: ModuleType) -> None:
     assert calls == [sys.modules["json"]], f"hook calls: {calls}"
 
 
-def test_remove_shm_leftovers(
-    cpu_host: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_remove_shm_leftovers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """remove_shm_leftovers: removes only the vLLM/verl names that appeared since ``before``."""
-    monkeypatch.setattr(cpu_host, "SHM", tmp_path)
+    from teamgym.adapters.verl.cpu_host import shm
+
+    monkeypatch.setattr(shm, "SHM", tmp_path)
     for old in ("psm_old", "other_old"):
         (tmp_path / old).touch()
-    before = cpu_host.shm_entries()
+    before = shm.shm_entries()
     for new in ("psm_x", "sem.mp-y", "verl_weights_z", "unrelated"):
         (tmp_path / new).touch()
-    removed = cpu_host.remove_shm_leftovers(before)
+    removed = shm.remove_shm_leftovers(before)
     assert removed == ["psm_x", "sem.mp-y", "verl_weights_z"], f"removed {removed}"
     left = {p.name for p in tmp_path.iterdir()}
     assert left == {"psm_old", "other_old", "unrelated"}, f"left {left}"

@@ -52,7 +52,7 @@ def _run_main_ppo(
     The run must leave nothing in ``/dev/shm`` (what a killed run leaves is removed).
     ``TEAMGYM_MAIN_PPO_OVERRIDES`` (space-separated Hydra overrides) is appended, for
     measurements (docs/speed.md)."""
-    from teamgym.adapters.verl.cpu_host import remove_shm_leftovers, shm_entries
+    from teamgym.adapters.verl.cpu_host.shm import remove_shm_leftovers, shm_entries
 
     extra = (*extra, *os.environ.get("TEAMGYM_MAIN_PPO_OVERRIDES", "").split())
 
@@ -625,7 +625,7 @@ def test_team_agent_loop_reports_the_weight_version_of_its_trajectory(
     """What verl's v1 trainer reads from every trajectory (``agent_loop_tq.py:216``): the weight
     versions (``global_steps``) of the server that generated it, as verl's own loops copy them
     from ``TokenOutput.extra_fields`` (``tool_agent_loop.py:261-267``)."""
-    from teamgym.adapters.verl.server import ScriptedServer
+    from teamgym.adapters.cpu.server import ScriptedServer
     from teamgym.adapters.verl.workers import TeamAgentLoopWorker as AgentLoopWorker
 
     class VersionedServer(ScriptedServer):

@@ -16,8 +16,12 @@ from verl.trainer.ppo.v1 import replay_buffer, trainer_base
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
 
 from teamgym.adapters.verl import sampler as team_sampler
-from teamgym.adapters.verl.config import TeamConfigError
-from teamgym.adapters.verl.rows import SAMPLER_NAME, SAMPLER_PATH, check_row_changes
+from teamgym.adapters.verl.config import (
+    SAMPLER_NAME,
+    SAMPLER_PATH,
+    TeamConfigError,
+    check_row_changes,
+)
 from teamgym.adapters.verl.sampler import (
     VERL_SETTINGS,
     TeamReplayBuffer,

@@ -28,9 +28,9 @@ from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 from verl.utils import tensordict_utils as tu
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
+from teamgym.adapters.cpu.server import ScriptedServer, policy_reply
 from teamgym.adapters.verl import estimators
 from teamgym.adapters.verl.sampler import sampler_settings, team_replay_buffer
-from teamgym.adapters.verl.server import ScriptedServer, policy_reply
 from teamgym.adapters.verl.train import setup_worker
 from teamgym.adapters.verl.workers import TeamAgentLoopWorkerTQ
 from teamgym.envs.baselines import RandomPolicy
@@ -273,7 +273,7 @@ def test_v1_batch_holds_exactly_the_ids_sent_and_generated(v1, tokenizer, datase
         calls.setdefault(call["id"], []).append(call)
     assert len(keys) == len(ROWS) * AGENTS * N
     for ids, extra in zip(list(data["input_ids"]), list(data["extra_fields"]), strict=True):
-        turns = calls[f"{extra['teamgym_instance']}/{extra['teamgym_agent']}"]
+        turns = calls[f"{extra['teamgym_session']}/{extra['teamgym_agent']}"]
         ids = [int(t) for t in ids]
         for call in turns:  # every prompt sent, and what came back, is in the trained ids
             end = len(call["sent"])
@@ -659,7 +659,7 @@ def test_the_same_episode_rows_give_the_same_trajectories_and_advantages(
     process) give the same trajectories and each the same reward and advantage under both
     estimators; verl collects outputs in completion order, so they are matched by (copy,
     agent)."""
-    from teamgym.adapters.verl.server import LocalModelServer
+    from teamgym.adapters.cpu.server import LocalModelServer
 
     played = []
     for _ in range(2):
@@ -678,7 +678,7 @@ def test_the_same_episode_rows_give_the_same_trajectories_and_advantages(
         advantages = {e: _advantages(proto, keys, e, v1).tolist() for e in ("grpo", "team_grpo")}
         played.append(
             {
-                (extra["teamgym_instance"], extra["teamgym_agent"]): (
+                (extra["teamgym_session"], extra["teamgym_agent"]): (
                     tuple(int(t) for t in ids),
                     tuple(int(m) for m in mask),
                     round(scores[i], 6),

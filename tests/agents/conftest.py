@@ -60,7 +60,7 @@ def _vllm_server(model_dir: Path, log_dir: Path) -> Iterator[str]:
     command asks for the distribution ``vllm``), in float32 so that greedy decoding picks what
     the in-process float32 model picks, eager (no compile at start); stopped, and its
     ``/dev/shm`` files removed, on exit."""
-    from teamgym.adapters.verl.cpu_host import remove_shm_leftovers, shm_entries
+    from teamgym.adapters.verl.cpu_host.shm import remove_shm_leftovers, shm_entries
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -86,9 +86,9 @@ def test_every_layer_resolves_checkpoints_the_same_way(tmp_path: Path, monkeypat
     assert _agent_baselines(["robot_0=checkpoint:m"], "--teammate") == {"robot_0": expected}
 
 
-def test_slots_are_numbered_from_first_slot_in_seat_order() -> None:
+def test_streams_are_numbered_from_first_stream_in_seat_order() -> None:
     a, b, c = Recording("a"), Recording("b"), Recording("c")
-    Lineup({"robot_2": a, "robot_0": b, "robot_1": c}, first_slot=1).reset(7)
+    Lineup({"robot_2": a, "robot_0": b, "robot_1": c}, first_stream=1).reset(7)
     assert (a.seeds, b.seeds, c.seeds) == ([7001], [7002], [7003])
 
 
@@ -101,7 +101,7 @@ def test_a_shared_policy_is_one_slot() -> None:
 
 def test_the_training_rule_gives_every_policy_the_episode_seed() -> None:
     a, b = Recording(), Recording()
-    Lineup({"robot_0": a, "robot_1": b}, first_slot=None).reset(12)
+    Lineup({"robot_0": a, "robot_1": b}, first_stream=None).reset(12)
     assert a.seeds == b.seeds == [12]
 
 
@@ -118,18 +118,18 @@ def test_build_resolves_shares_and_passes_options_to_prefixed_families(
     monkeypatch.chdir(tmp_path)
     seats = {"robot_0": "rec:a", "robot_1": "rec:a", "robot_2": "random"}
     shared = Lineup.build("signal-v0", seats, seed=4, share=True, max_reply_tokens=8)
-    assert len(shared.slots) == 2 and shared.policies["robot_0"] is shared.policies["robot_1"]
+    assert len(shared.distinct) == 2 and shared.policies["robot_0"] is shared.policies["robot_1"]
     rec = shared.policies["robot_0"]
     assert isinstance(rec, Recording)
     assert (rec.name, rec.built_with, rec.options) == ("a", 4, {"max_reply_tokens": 8})
     own = Lineup.build("signal-v0", seats)
-    assert len(own.slots) == 3
+    assert len(own.distinct) == 3
     assert "robot_2" in own and "robot_3" not in own
 
 
 def test_start_binds_then_resets(rec_prefix: str) -> None:
     env = make("signal-v0")
-    lineup = Lineup.build("signal-v0", {"robot_1": "rec:x"}, first_slot=1).start(env, 2)
+    lineup = Lineup.build("signal-v0", {"robot_1": "rec:x"}, first_stream=1).start(env, 2)
     rec = lineup.policies["robot_1"]
     assert isinstance(rec, Recording)
     assert (rec.env, rec.seeds) == (env, [2001])

@@ -32,7 +32,7 @@ def test_eval_seed_base_is_the_one_in_names() -> None:
 def test_policy_seed_keeps_the_three_rules(seed: int) -> None:
     # evaluation: run_episode and the benchmark runner reset slot i with seed * 1000 + i
     assert [seeds.policy_seed(seed, i) for i in range(4)] == [seed * 1000 + i for i in range(4)]
-    # training: the hub, the warm-up and the corpus reset every policy with the episode seed
+    # training: the episode loop, the warm-up and the corpus reset every policy with the episode seed
     assert seeds.policy_seed(seed, None) == seed
     # Gymnasium: one draw from the env's np_random per teammate, in order
     old = np.random.default_rng(seed)

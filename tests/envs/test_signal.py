@@ -376,11 +376,14 @@ def test_tokenizer_counts_message_tokens() -> None:
 
 
 def test_render_and_state() -> None:
-    env = make("signal-v0", render_mode="ansi")
+    env = make("signal-v1", render_mode="ansi")
     env.reset(seed=0)
     view = env.render()
-    assert view.startswith("signal-v0 round 1/2") and view.count("*") == 1
+    assert view.startswith("signal-v1 round 1/2") and view.count("*") == 1
     assert env.state() == view
+    old = make("signal-v0", render_mode="ansi")  # 0.1.0's wording names its own id
+    old.reset(seed=0)
+    assert old.render().startswith("signal-v0 round 1/2")
     assert make("signal-v0").render() is None
     vec = make("signal-v0", obs_mode="vector")
     vec.reset(seed=0)

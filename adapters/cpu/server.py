@@ -1,4 +1,5 @@
-"""In-process LLM servers with VERL's ``generate()`` interface, for CPU runs and tests.
+"""In-process LLM servers with VERL's ``generate()`` interface: the CPU trainer's rollout engine,
+and a scripted double for tests and ``teamgym verl-bench``.
 
 VERL's agent loops call ``await server_manager.generate(request_id, prompt_ids=...,
 sampling_params=...) -> TokenOutput``. On a GPU cluster that is VERL's vLLM/SGLang server;
@@ -15,7 +16,6 @@ here it is:
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,27 +25,13 @@ from typing import Any
 import torch
 from verl.workers.rollout.replica import TokenOutput
 
-# sampling lives in teamgym.adapters.agents.sampling (torch only); re-exported for existing imports
-from teamgym.adapters.agents.sampling import _pick, _Request, sample_batch, sample_tokens  # noqa: F401
+from teamgym.adapters.agents.sampling import _Request, request_seed, sample_batch
 
 __all__ = [
     "LocalModelServer",
     "ScriptedServer",
     "policy_reply",
-    "request_seed",
-    "sample_batch",
-    "sample_tokens",
 ]
-
-
-def request_seed(seed: int, request_id: str, prompt_ids: list[int], step: int = 0) -> int:
-    """One request's sampling seed (63 bits), from the run's ``seed``, the request's id, its
-    prompt (length and tail: the turn) and the training ``step`` (an episode met again in a
-    later epoch draws new noise): the same in every run, distinct across the agents, copies
-    and turns of a step, whatever batch the engine serves it in."""
-    salt = f"/{step}" if step else ""
-    key = f"{seed}/{request_id}/{len(prompt_ids)}/{prompt_ids[-8:]}{salt}"
-    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little") & (2**63 - 1)
 
 
 class LocalModelServer:

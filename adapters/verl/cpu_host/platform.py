@@ -1,7 +1,7 @@
 """verl's platform for a host without an accelerator (name ``cpu``, selected by
 ``VERL_PLATFORM=cpu``): tensors on ``cpu``, process groups on gloo, and a ``torch.cuda``-like
 device module whose calls do nothing. Registered in verl's ``PlatformRegistry`` when imported;
-:mod:`teamgym.adapters.verl.cpu_host` imports it with the patches a CPU host needs.
+Patch 1 of :mod:`teamgym.adapters.verl.cpu_host`, which imports it.
 """
 
 from __future__ import annotations

@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PARTNER_METRICS",
+    "LLMPartners",
     "PartnerFailed",
-    "Partners",
     "check_partner_pools",
     "is_llm_partner",
     "partner_source",
@@ -70,7 +70,7 @@ def is_llm_partner(spec: str) -> bool:
 
 
 def split_teammates(teammates: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
-    """``(scripted, llm)``: the seats Lineup plays and the seats :class:`Partners` plays."""
+    """``(scripted, llm)``: the seats Lineup plays and the seats :class:`LLMPartners` plays."""
     scripted: dict[str, str] = {}
     llm: dict[str, str] = {}
     for agent, spec in teammates.items():
@@ -87,7 +87,7 @@ def _run_agent(env_id: str, spec: str) -> RunAgent:
         return _AGENTS[key]
 
 
-class Partners:
+class LLMPartners:
     """The LLM partners of one episode: one :class:`EpisodeAgent` per distinct spec, seeded
     with the episode seed (the training rule of every teammate), playing its seats."""
 

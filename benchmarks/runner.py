@@ -150,19 +150,20 @@ def run_suite(
     write_trajectories: bool = True,
     on_result: Callable[[dict], None] | None = None,
     on_plan: Callable[[RunProgress], None] | None = None,
+    on_people: Callable[[Path], None] | None = None,
 ) -> Path:
     """Play every episode of ``suite`` not yet ``ok`` in ``run_dir`` and append the results
     (``ray_address``: ``"local"`` starts a local Ray instance, else a cluster address;
     ``write_trajectories=False`` keeps only the results, each with its trajectory's hash);
-    returns the run directory."""
+    returns the run directory. ``on_people`` is called with the run directory before a run
+    that seats people (``human`` agents): the command line keeps their journal there."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    if _seats_people(suite):  # people play on this process's page, their journal in the run
+    if _seats_people(suite):  # people play on this process's page
         if ray_address is not None:
             raise RunDirError("people (human agents) play on this process's page: drop --ray")
-        from teamgym.web import agent as web_agent
-
-        web_agent.RUN_JOURNAL = run_dir / "human"
+        if on_people is not None:
+            on_people(run_dir)
     with locked(run_dir):
         _check_run_dir(run_dir, suite)
         progress = plan(suite, run_dir)

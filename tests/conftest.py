@@ -418,7 +418,7 @@ class Served:
     def __init__(self, model_dir) -> None:
         command = ["serve", str(model_dir), "--port", "0", "--device", "cpu", "--quiet"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "teamgym.benchmarks.cli", *command],
+            [sys.executable, "-m", "teamgym", *command],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -23,6 +23,8 @@ SUBPACKAGES = [
     "teamgym.envs.wrappers",
     "teamgym.adapters",
     "teamgym.benchmarks",
+    "teamgym.cli",
+    "teamgym.web",
 ]
 
 
@@ -34,7 +36,7 @@ def test_every_source_package_is_declared() -> None:
         tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
     )
     found = {"teamgym"}
-    for top in ("envs", "adapters", "benchmarks", "web"):
+    for top in ("envs", "adapters", "benchmarks", "cli", "web"):
         for init in (REPO / top).rglob("__init__.py"):
             found.add("teamgym." + ".".join(init.parent.relative_to(REPO).parts))
     assert found == declared
@@ -81,7 +83,7 @@ def test_wheel_builds_and_installs(tmp_path: Path, run_python) -> None:
         "teamgym/__init__.py",
         "teamgym/py.typed",
         "teamgym/envs/signal/env.py",
-        "teamgym/benchmarks/cli.py",
+        "teamgym/cli/__init__.py",
     ):
         assert required in names, f"{required} missing from {wheel.name}"
     assert not any(n.startswith(("teamgym/tests/", "tests/", "teamgym/scripts/")) for n in names)
@@ -123,27 +125,63 @@ def test_core_import_is_light(run_python) -> None:
     assert run_python(code).stdout.strip() == ""
 
 
-@pytest.mark.parametrize(
-    ("layer", "above"),
-    [("envs", ("teamgym.adapters", "teamgym.benchmarks")), ("adapters", ("teamgym.benchmarks",))],
-)
-def test_dependencies_point_one_way(layer: str, above: tuple[str, ...]) -> None:
-    """envs <- adapters <- benchmarks: no module imports a layer above its own (the checkpoint
-    policy family is registered from adapters/ into envs, the exporter lives in adapters/)."""
+def _imported(path: Path) -> list[str]:
+    """Every module ``path`` imports, anywhere in its body (a function's lazy import too), as
+    absolute names; ``from a import b`` gives ``a`` and ``a.b`` (``b`` may be a module)."""
     import ast
 
-    upward = []
-    for path in sorted((REPO / layer).rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module or ""]
-                if isinstance(node, ast.ImportFrom)
-                else []
-            )
-            upward += [f"{path.relative_to(REPO)}: {n}" for n in names if n.startswith(above)]
+    package = _module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the package, ``level - 1`` folders up
+                up = package[: len(package) - node.level + 1]
+                base = ".".join([*up, *([base] if base else [])])
+            names += [base, *(f"{base}.{a.name}" for a in node.names)]
+    return names
+
+
+def _imports_of(top: str, packages: tuple[str, ...]) -> list[str]:
+    """``file: module`` for each import under the folder ``top`` of a module in ``packages``."""
+    return [
+        f"{path.relative_to(REPO)}: {name}"
+        for path in sorted((REPO / top).rglob("*.py"))
+        for name in _imported(path)
+        if any(name == p or name.startswith(f"{p}.") for p in packages)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("layer", "above"),
+    [
+        ("envs", ("teamgym.adapters", "teamgym.benchmarks", "teamgym.cli", "teamgym.web")),
+        ("adapters", ("teamgym.benchmarks", "teamgym.cli")),
+        ("web", ("teamgym.cli",)),
+    ],
+)
+def test_dependencies_point_one_way(layer: str, above: tuple[str, ...]) -> None:
+    """envs <- adapters <- benchmarks, web <- cli: no module imports a layer above its own (the
+    checkpoint policy family is registered from adapters/ into envs, the exporter lives in
+    adapters/; the command line wires the layers together, so envs, adapters and web do not
+    import it)."""
+    upward = _imports_of(layer, above)
     assert not upward, upward
+
+
+@pytest.mark.parametrize(
+    ("one", "other"), [("web", "teamgym.benchmarks"), ("benchmarks", "teamgym.web")]
+)
+def test_web_and_benchmarks_do_not_import_each_other(one: str, other: str) -> None:
+    """The page and the benchmarks are side by side (issue 58): what both need lives below
+    them (a person's typed replies in ``teamgym.envs.typed_replies``), and the command line
+    wires the runner to the page (``run_suite``'s ``on_people`` hook)."""
+    crossing = _imports_of(one, (other,))
+    assert not crossing, crossing
 
 
 def _module_name(path: Path) -> str:
@@ -159,7 +197,7 @@ def _import_graph() -> dict[str, set[str]]:
 
     paths = {
         _module_name(p): p
-        for d in ("envs", "adapters", "benchmarks")
+        for d in ("envs", "adapters", "benchmarks", "cli", "web")
         for p in (REPO / d).rglob("*.py")
     }
     paths["teamgym.names"] = REPO / "names.py"
@@ -232,9 +270,11 @@ def test_checkpoint_names_need_the_adapters_layer(run_python) -> None:
 def _modules_with_examples() -> list[str]:
     """Every package module whose source holds a ``>>>`` example (none is left out by hand)."""
     found = []
-    for path in sorted(REPO.glob("[eab]*/**/*.py")):
+    for path in sorted(REPO.glob("*/**/*.py")):
         rel = path.relative_to(REPO)
-        if rel.parts[0] in ("envs", "adapters", "benchmarks") and ">>> " in path.read_text():
+        if rel.parts[0] in ("envs", "adapters", "benchmarks", "cli", "web") and (
+            ">>> " in path.read_text()
+        ):
             parts = rel.with_suffix("").parts
             found.append(".".join(("teamgym", *parts[: -1 if parts[-1] == "__init__" else None])))
     return found

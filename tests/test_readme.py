@@ -91,7 +91,7 @@ def test_the_layout_names_every_package_folder() -> None:
     Layout as ``name/`` (issue 39: it omitted ``hanabi/``, ``kitchen/`` and ``marl/``)."""
     layout = _layout_block()
     missing = []
-    assert "`web/`" in layout
+    assert "`web/`" in layout and "`cli/`" in layout
     for top in ("envs", "adapters", "benchmarks"):
         assert f"`{top}/`" in layout, top
         for init in sorted((REPO / top).glob("*/__init__.py")):

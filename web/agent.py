@@ -32,17 +32,33 @@ from typing import Any
 from teamgym.adapters.agents.kinds import AgentError, AgentSpec
 from teamgym.web.hub import HISTORY, EpisodeView, Hub
 
-__all__ = ["HumanAgent", "HumanEpisode", "build", "people", "seat_view", "table"]
+__all__ = [
+    "HumanAgent",
+    "HumanEpisode",
+    "build",
+    "people",
+    "seat_view",
+    "table",
+    "use_run_journal",
+]
 
 #: Where unfinished episodes' replies (and the people's tokens) are kept unless the spec says:
-#: the run directory's ``human/`` once the runner has set :data:`RUN_JOURNAL`, else this.
+#: the run directory's ``human/`` once :func:`use_run_journal` has set :data:`RUN_JOURNAL`,
+#: else this.
 DEFAULT_JOURNAL = Path("runs") / ".human"
 RUN_JOURNAL: Path | None = None
-"""Set by the runner to ``RUN_DIR/human`` before a run that seats people."""
+"""``RUN_DIR/human`` of the run that seats people, set by :func:`use_run_journal`."""
 
 #: Seconds the page stays up after the last episode for open pages to show the end.
 LINGER_S = 5.0
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def use_run_journal(run_dir: Path) -> None:
+    """Keep the journal of the ``human`` agents without a ``journal`` option in ``run_dir``'s
+    ``human/`` (the command line passes this as the run's ``on_people`` hook)."""
+    global RUN_JOURNAL
+    RUN_JOURNAL = Path(run_dir) / "human"
 
 
 def people(spec: AgentSpec) -> list[str]:
@@ -209,7 +225,7 @@ class HumanEpisode:
         self.view: EpisodeView | None = None
         self.holding = False
 
-    # -- the runner's hooks (teamgym.benchmarks.episodes) ---------------------------------
+    # -- the hooks the episode runner calls around an episode -----------------------------
     def started(self, key: str, partner: str = "") -> None:
         """The episode's key (its journal's name, its page's id) and who plays with the people."""
         self.key, self.partner = key, partner

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from teamgym.benchmarks.human import choices, typed_reply
+from teamgym.envs.typed_replies import choices, typed_reply
 
 __all__ = ["MAX_REPLY_CHARS", "EpisodeView", "Hub", "Person", "Refused", "Turn"]
 

@@ -8,8 +8,8 @@ import dataclasses
 import time
 from collections.abc import Sequence
 
-from teamgym.benchmarks.commands.common import unit_float
 from teamgym.benchmarks.marl import ppo
+from teamgym.cli.common import unit_float
 
 __all__ = ["main", "parse"]
 

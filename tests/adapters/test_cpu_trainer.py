@@ -155,9 +155,9 @@ def test_a_resume_under_other_settings_is_refused(model_dir, tmp_path, capsys) -
     """Resuming mixes two experiments under one name unless the settings match: only the
     length (``steps``) and where metrics go may change; the refusal names what differs, at
     the command line too (``error:``, status 2), and touches nothing."""
+    from teamgym import cli
     from teamgym.adapters.cpu.resume import RunSettingsError
     from teamgym.adapters.cpu.run_state import RunDir
-    from teamgym.benchmarks import cli
 
     out = tmp_path / "run"
     first = _args(model_dir, out)
@@ -791,7 +791,7 @@ def test_an_llm_partner_served_over_http_plays_its_seat_in_training(
 def test_partner_flags_are_checked_before_training(tmp_path, capsys) -> None:
     """Seats without a pool, a held-out pool without seats, a seat the env lacks, an unknown
     baseline, batch sizes below 1: each an error line and status 2, nothing trained."""
-    from teamgym.benchmarks import cli
+    from teamgym import cli
 
     base = ["train", "--model", "m", "--out", str(tmp_path / "o"), "--warmup-steps", "0"]
     cases = [

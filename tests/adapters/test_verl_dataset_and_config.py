@@ -497,9 +497,9 @@ def test_verl_data_writes_each_episodes_partner_into_its_row(tmp_path: Path, mon
     records both pools, the files pass the manifest check and ``--check-only`` accepts them."""
     from verl.workers.rollout.replica import RolloutReplicaRegistry
 
+    from teamgym import cli
     from teamgym.adapters.verl.dataset import check_dataset
     from teamgym.adapters.verl.train import main
-    from teamgym.benchmarks import cli
     from teamgym.envs.partners import PartnerPool
 
     out = tmp_path / "data"
@@ -542,8 +542,8 @@ def test_a_validation_pool_with_self_plays_self_play_beside_held_out_partners(
     played by the trained model in every seat (both agents' prompts, data source
     ``<env>/with:self``), the others by the held-out partner, so one validation logs self-play
     and cross-play side by side; ``self`` in the training pool is refused, saying why."""
+    from teamgym import cli
     from teamgym.adapters.verl.dataset import check_dataset
-    from teamgym.benchmarks import cli
 
     out = tmp_path / "data"
     argv = ["verl-data", "--env", "signal-v0", "--train-episodes", "8", "--val-episodes", "12"]

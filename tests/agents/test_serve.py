@@ -13,7 +13,7 @@ httpx = pytest.importorskip("httpx")
 pytest.importorskip("transformers")
 
 from teamgym.adapters.agents import build_agent, parse_agent_spec  # noqa: E402
-from teamgym.benchmarks.cli import main  # noqa: E402
+from teamgym.cli import main  # noqa: E402
 
 KW = {"speaker": "fixed", "num_rounds": 2, "num_candidates": 3}
 

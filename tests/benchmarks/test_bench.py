@@ -350,7 +350,7 @@ def test_metrics_port_serves_the_live_figures(tmp_path: Path) -> None:
     import socket
     import urllib.request
 
-    from teamgym.benchmarks.cli import main
+    from teamgym.cli import main
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -167,7 +167,7 @@ def test_team_curriculum_smoke(tmp_path, monkeypatch) -> None:
 
     from rich.console import Console
 
-    from teamgym.benchmarks.commands import learn_bench
+    from teamgym.cli import learn_bench
 
     text = io.StringIO()
     ns = argparse.Namespace(stage="team", out=str(tmp_path), seed=0, steps=1, quiet=True)
@@ -191,7 +191,7 @@ def test_team_curriculum_smoke(tmp_path, monkeypatch) -> None:
     assert (tmp_path / "seeds.png").read_bytes()[:4] == b"\x89PNG"
     # another stage's settings under the same directory are refused, not resumed
     monkeypatch.setattr(learn_team, "TEAM", replace(learn_team.TEAM, **tiny, lr=1e-2))
-    from teamgym.benchmarks.commands.common import CommandError
+    from teamgym.cli.common import CommandError
 
     with pytest.raises(CommandError, match=r"both holds a run .*lr: 0.0003 -> 0.01"):
         learn_bench.run(ns, Console(file=io.StringIO()))

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from teamgym.benchmarks.cli import main
 from teamgym.benchmarks.paired import (
     mcnemar_exact,
     newcombe_paired,
     paired_compare,
     wilcoxon_signed_rank,
 )
+from teamgym.cli import main
 
 
 @pytest.fixture(autouse=True)

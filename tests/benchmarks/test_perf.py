@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from teamgym.benchmarks.cli import main
 from teamgym.benchmarks.perf import (
     LBFORAGING,
     MPE,
@@ -22,6 +21,7 @@ from teamgym.benchmarks.perf import (
     ratios,
     run,
 )
+from teamgym.cli import main
 
 
 def _installed(name: str) -> bool:

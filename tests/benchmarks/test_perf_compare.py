@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from teamgym.benchmarks import perf as perf_module
-from teamgym.benchmarks.cli import main
 from teamgym.benchmarks.perf.compare import FigureChange, check_report, compare_reports
+from teamgym.cli import main
 
 QUICK = ["bench", "perf", "--quick", "--env", "signal-v1", "--agents", "2"]
 

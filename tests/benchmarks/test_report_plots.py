@@ -432,7 +432,7 @@ def test_success_criteria_come_from_the_env_or_say_none_is_stated(monkeypatch) -
 def test_the_printed_table_says_what_success_means(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from teamgym.benchmarks.commands.playing import print_report
+    from teamgym.cli.playing import print_report
 
     with (tmp_path / "results.jsonl").open("w") as out:
         out.write(_line(record("expert", 0)))

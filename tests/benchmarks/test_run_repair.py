@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from teamgym.benchmarks.cli import main
 from teamgym.benchmarks.runner import suite_differences
+from teamgym.cli import main
 
 RUN = ["bench", "run", "smoke", "--env", "signal-v1", "--agent", "expert", "--quiet"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from teamgym.benchmarks.cli import main
+from teamgym.cli import main
 from teamgym.envs import registry
 from teamgym.envs.describe import env_arguments
 from teamgym.envs.registration import latest_versions

@@ -78,7 +78,7 @@ def test_checkpoint_paths_resolve_once(tmp_path: Path, monkeypatch: pytest.Monke
 def test_every_layer_resolves_checkpoints_the_same_way(tmp_path: Path, monkeypatch) -> None:
     """The agent spec parser and the command line's ``--teammate`` both go through it."""
     from teamgym.adapters.agents import parse_agent_spec
-    from teamgym.benchmarks.commands.common import _agent_baselines
+    from teamgym.cli.common import _agent_baselines
 
     monkeypatch.chdir(tmp_path)
     expected = resolve_spec("checkpoint:m")

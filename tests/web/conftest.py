@@ -29,7 +29,7 @@ class WebPlay:
 
     def __init__(self, args: list[str], names: tuple[str, ...] = ("player",), env=None) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "teamgym.benchmarks.cli", *args],
+            [sys.executable, "-m", "teamgym", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

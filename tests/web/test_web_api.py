@@ -34,7 +34,7 @@ def _trajectories(run_dir: Path) -> list[dict[str, Any]]:
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "teamgym.benchmarks.cli", *args],
+        [sys.executable, "-m", "teamgym", *args],
         capture_output=True,
         text=True,
         timeout=300,
@@ -337,7 +337,7 @@ def test_the_page_needs_the_web_extra_and_says_how(tmp_path, run_python) -> None
     code = textwrap.dedent(f"""
         import sys
         sys.modules["uvicorn"] = None  # as if teamgym[web] were not installed
-        from teamgym.benchmarks.cli import main
+        from teamgym.cli import main
         print("EXIT", main(["play", "signal-v1", "--web", "--out", {str(tmp_path)!r}]))
     """)
     result = run_python(code)

@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from teamgym.benchmarks.commands.common import (
+from teamgym.cli.common import (
     CommandError,
     add_env_arg,
     add_teammate_arg,

@@ -2,9 +2,9 @@
 ``--web`` serves a page in the browser instead (:mod:`.play_web`).
 
 The person sees what the agent would see (its instructions once, then each turn its
-observation and numbered valid actions) and types a reply (see :mod:`teamgym.benchmarks.human`);
-after each step come the feedback and the rewards, at the end the episode's metrics and
-whether the team succeeded. A turn whose only valid action is ``wait`` (a listener while the
+observation and numbered valid actions) and types a reply (see
+:mod:`teamgym.envs.typed_replies`); after each step come the feedback and the rewards, at the
+end the episode's metrics and whether the team succeeded. A turn whose only valid action is ``wait`` (a listener while the
 speaker talks, a Hanabi player on a teammate's turn) is shown and played for the person
 (``--ask-on-wait`` asks anyway, e.g. to send a message while waiting). ``q``, end of input or
 Ctrl-C quit cleanly.
@@ -21,7 +21,7 @@ from rich.rule import Rule
 from rich.table import Table
 
 from teamgym.adapters.agents.chat import forced_reply
-from teamgym.benchmarks.commands.common import (
+from teamgym.cli.common import (
     CommandError,
     add_env_arg,
     bad_input,
@@ -30,8 +30,8 @@ from teamgym.benchmarks.commands.common import (
     port,
     positive_int,
 )
-from teamgym.benchmarks.human import choices, how_to_reply, numbered, typed_reply
 from teamgym.envs.metrics import EpisodeMetrics
+from teamgym.envs.typed_replies import choices, how_to_reply, numbered, typed_reply
 
 NAME = "play"
 QUIT = ("q", "quit", "exit")
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.web or args.replay:
         if args.ask_on_wait:
             raise CommandError("--ask-on-wait is the terminal's; the page plays a lone 'wait'")
-        from teamgym.benchmarks.commands.play_web import run_web
+        from teamgym.cli.play_web import run_web
 
         return run_web(args, console)
     if any(web_only.values()):

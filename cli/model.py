@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from teamgym.benchmarks.commands.common import CommandError, positive_int
+from teamgym.cli.common import CommandError, positive_int
 
 NAME = "model"
 

@@ -15,7 +15,7 @@ from rich.console import Console
 
 from teamgym.adapters.cpu.args import TrainArgs
 from teamgym.adapters.cpu.resume import RunSettingsError
-from teamgym.benchmarks.commands.common import (
+from teamgym.cli.common import (
     CommandError,
     add_env_arg,
     add_partner_arg,
@@ -31,7 +31,7 @@ from teamgym.benchmarks.commands.common import (
     teammates,
     warmup_teachers,
 )
-from teamgym.benchmarks.commands.dataclass_args import (
+from teamgym.cli.dataclass_args import (
     Custom,
     add_dataclass_args,
     dataclass_from_args,

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from teamgym.benchmarks import cli
-from teamgym.benchmarks.commands.common import CommandError, check_envs
+from teamgym import cli
+from teamgym.cli.common import CommandError, check_envs
 from teamgym.envs import make, registry, spec
 
 
@@ -183,7 +183,7 @@ def test_every_env_tells_a_quiet_recipient_about_the_message(env_id: str) -> Non
 def test_a_missing_extra_names_the_extra_to_install(capsys, monkeypatch, tmp_path) -> None:
     import builtins
 
-    from teamgym.benchmarks.cli import main
+    from teamgym.cli import main
 
     real_import = builtins.__import__
 

@@ -9,14 +9,14 @@ import argparse
 
 from rich.console import Console
 
-from teamgym.benchmarks.commands.common import (
+from teamgym.cli.common import (
     add_env_arg,
     bad_input,
     env_kwargs,
     non_negative_int,
     positive_int,
 )
-from teamgym.benchmarks.commands.playing import RUN_EPILOG, add_play_options, play_suite
+from teamgym.cli.playing import RUN_EPILOG, add_play_options, play_suite
 
 __all__ = ["add_parser"]
 

@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from teamgym.benchmarks.commands.common import CommandError, bad_input
 from teamgym.benchmarks.results import CorruptRunError
+from teamgym.cli.common import CommandError, bad_input
 
 __all__ = ["add_parser"]
 

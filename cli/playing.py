@@ -20,10 +20,10 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from teamgym.benchmarks.commands.common import CommandError, bad_input, port, positive_int
-from teamgym.benchmarks.commands.tables import console as make_console
-from teamgym.benchmarks.commands.tables import print_summary
 from teamgym.benchmarks.results import CorruptRunError
+from teamgym.cli.common import CommandError, bad_input, port, positive_int
+from teamgym.cli.tables import console as make_console
+from teamgym.cli.tables import print_summary
 
 if TYPE_CHECKING:
     from teamgym.benchmarks.runner import RunProgress
@@ -203,6 +203,7 @@ def play_suite(suite: Suite, args: argparse.Namespace, console: Console) -> int:
                 write_trajectories=not args.no_trajectories,
                 on_result=live.finished,
                 on_plan=lambda todo: live.planned(todo, run_dir),
+                on_people=_people_journal,
             )
     except KeyboardInterrupt:
         done = live.tally["ok"] + live.tally["errored"]
@@ -218,6 +219,14 @@ def play_suite(suite: Suite, args: argparse.Namespace, console: Console) -> int:
         )
         return EXIT_ERRORED
     return 0
+
+
+def _people_journal(run_dir: Path) -> None:
+    """A run that seats people keeps their unfinished episodes' replies in ``RUN_DIR/human``
+    (the web agent is imported only then: the page is an extra)."""
+    from teamgym.web.agent import use_run_journal
+
+    use_run_journal(run_dir)
 
 
 def _episodes(n: int) -> str:

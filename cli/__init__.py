@@ -13,7 +13,11 @@
 ``teamgym learn-bench STAGE``  a learning benchmark: local model, warm-up, GRPO to a target;
 ``teamgym model init`` a small local model (tokenizer trained on the envs' text), no download.
 
-Each command is a module of :mod:`teamgym.benchmarks.commands` (``add_parser`` + ``run``).
+Each command is a module of this package: ``add_parser(subparsers)`` declares its flags,
+``run(args, console)`` does the work; :data:`COMMANDS` lists them in help order. The modules
+they share: ``common`` (bad-input errors, argument types, up-front checks), ``tables`` (every
+table they print), ``dataclass_args`` (flags from a dataclass's fields), ``playing`` (a suite
+played from the command line, for ``bench run``, ``bench crossplay`` and ``play --web``).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any, NoReturn
 
 from rich.markup import escape
 
-from teamgym.benchmarks.commands import (
+from teamgym.cli import (
     baselines,
     bench,
     envs,
@@ -42,8 +46,8 @@ from teamgym.benchmarks.commands import (
     verl_data,
     verl_kl_watch,
 )
-from teamgym.benchmarks.commands.common import CommandError
-from teamgym.benchmarks.commands.tables import console as make_console
+from teamgym.cli.common import CommandError
+from teamgym.cli.tables import console as make_console
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -216,7 +220,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     finally:
         warnings.showwarning = shown
-
-
-if __name__ == "__main__":
-    sys.exit(main())

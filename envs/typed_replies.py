@@ -1,4 +1,7 @@
-"""What a person types at ``teamgym play``, turned into the reply a model would write.
+"""What a person types, turned into the reply a model would write, and the valid actions as a
+person is shown them: one form for the terminal (``teamgym play``) and the web page (its hub
+checks a reply with :func:`typed_reply`). Plain text over the env's reply format, so both
+import it from here.
 
 A line is a full reply (anything with a ``<`` tag, sent as it is), or a short form:
 an action by name or by its number in the valid-actions list, optionally followed by

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from teamgym.benchmarks.commands.common import positive_int
-from teamgym.benchmarks.commands.tables import throughput_table
+from teamgym.cli.common import positive_int
+from teamgym.cli.tables import throughput_table
 
 NAME = "verl-bench"
 

@@ -15,21 +15,21 @@ from pathlib import Path
 
 from rich.console import Console
 
-from teamgym.benchmarks.commands import bench_compare, bench_crossplay, perf
-from teamgym.benchmarks.commands.common import (
+from teamgym.benchmarks.results import CorruptRunError
+from teamgym.cli import bench_compare, bench_crossplay, perf
+from teamgym.cli.common import (
     CommandError,
     bad_input,
     non_negative_int,
     positive_int,
 )
-from teamgym.benchmarks.commands.playing import (
+from teamgym.cli.playing import (
     EXIT_ERRORED,
     RUN_EPILOG,
     add_play_options,
     play_suite,
     print_report,
 )
-from teamgym.benchmarks.results import CorruptRunError
 
 __all__ = ["EXIT_ERRORED", "NAME", "add_parser", "run"]
 

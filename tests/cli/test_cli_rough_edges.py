@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from teamgym.benchmarks import cli
+from teamgym import cli
 
 pytest.importorskip("httpx")
 

@@ -6,8 +6,8 @@ import argparse
 
 from rich.console import Console
 
-from teamgym.benchmarks.commands.common import bad_input
-from teamgym.benchmarks.commands.tables import env_args_table, envs_table
+from teamgym.cli.common import bad_input
+from teamgym.cli.tables import env_args_table, envs_table
 
 NAME = "envs"
 

@@ -17,15 +17,15 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from teamgym.benchmarks.commands.common import CommandError, check_env
-from teamgym.benchmarks.commands.dataclass_args import (
+from teamgym.benchmarks.perf import FLAT, PerfArgs, PerfReport, VerlOverhead
+from teamgym.benchmarks.perf.compare import compare_reports, load_report, setting_differences
+from teamgym.cli.common import CommandError, check_env
+from teamgym.cli.dataclass_args import (
     Custom,
     add_dataclass_args,
     dataclass_from_args,
 )
-from teamgym.benchmarks.commands.tables import perf_comparison_tables
-from teamgym.benchmarks.perf import FLAT, PerfArgs, PerfReport, VerlOverhead
-from teamgym.benchmarks.perf.compare import compare_reports, load_report, setting_differences
+from teamgym.cli.tables import perf_comparison_tables
 
 NAME = "perf"
 

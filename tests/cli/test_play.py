@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from teamgym.benchmarks.human import HOW_TO_REPLY, choices, how_to_reply, numbered, typed_reply
 from teamgym.envs import make
 from teamgym.envs.parsing import parse_reply
 from teamgym.envs.signal.baselines import SignalExpert
+from teamgym.envs.typed_replies import HOW_TO_REPLY, choices, how_to_reply, numbered, typed_reply
 
 pty = pytest.importorskip("pty")  # POSIX only
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from rich.console import Console
 
-from teamgym.benchmarks.commands.common import CommandError, bad_input, env_kwargs
+from teamgym.cli.common import CommandError, bad_input, env_kwargs
 
 __all__ = ["run_web", "web_source"]
 
@@ -61,9 +61,9 @@ def web_source(
 
 def run_web(args: argparse.Namespace, console: Console) -> int:
     """Serve the page, play the session's episodes, print the results table."""
-    from teamgym.benchmarks.commands.playing import play_suite
     from teamgym.benchmarks.runner import check_agents
     from teamgym.benchmarks.suites import SuiteError, inline_agent, parse_suite
+    from teamgym.cli.playing import play_suite
     from teamgym.envs import make, spec
 
     people = args.name or ["player"]

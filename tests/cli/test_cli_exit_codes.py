@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from teamgym.benchmarks import cli
-from teamgym.benchmarks.commands.bench import EXIT_ERRORED
+from teamgym import cli
+from teamgym.cli.bench import EXIT_ERRORED
 
 #: an LLM agent whose server is not there: every episode errors, quickly (no retries)
 DEAD = "{kind: openai, model: x, base_url: 'http://127.0.0.1:1/v1', max_retries: 0}"
@@ -129,7 +129,7 @@ def test_help_texts_are_plain_and_current() -> None:
 
 
 def test_a_missing_extra_names_the_package_and_the_clone_install(monkeypatch, capsys) -> None:
-    from teamgym.benchmarks.commands import envs
+    from teamgym.cli import envs
 
     def missing(args, console):
         raise ModuleNotFoundError("No module named 'httpx'", name="httpx")
@@ -184,7 +184,7 @@ def test_an_agent_error_names_the_agent_once_and_verbatim(tmp_path: Path) -> Non
 
 def test_counts_of_episodes_read_as_english(tmp_path: Path) -> None:
     """Issue 60: an interrupted run said 'the 1 episodes finished'."""
-    from teamgym.benchmarks.commands.playing import _episodes, _interrupted
+    from teamgym.cli.playing import _episodes, _interrupted
 
     assert (_episodes(1), _episodes(0), _episodes(3)) == ("1 episode", "0 episodes", "3 episodes")
     assert "the 1 episode finished in this session is saved in" in _interrupted(1, tmp_path)

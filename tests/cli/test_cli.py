@@ -84,8 +84,8 @@ def test_results_are_deterministic_in_process() -> None:
 
 def test_teammate_checkpoint_paths_become_absolute(tmp_path: Path, monkeypatch) -> None:
     """Rows name their teammates; a relative checkpoint path must not depend on the reader's cwd."""
-    from teamgym.benchmarks.cli import build_parser
-    from teamgym.benchmarks.commands.common import teammates
+    from teamgym.cli import build_parser
+    from teamgym.cli.common import teammates
 
     monkeypatch.chdir(tmp_path)
     args = build_parser().parse_args(
@@ -115,9 +115,9 @@ def test_train_flags_are_the_train_args_fields() -> None:
     import dataclasses
 
     from teamgym.adapters.cpu.args import TrainArgs
-    from teamgym.benchmarks.cli import build_parser
-    from teamgym.benchmarks.commands.dataclass_args import dataclass_from_args
-    from teamgym.benchmarks.commands.train import CUSTOM
+    from teamgym.cli import build_parser
+    from teamgym.cli.dataclass_args import dataclass_from_args
+    from teamgym.cli.train import CUSTOM
 
     parser = build_parser()
 
@@ -160,8 +160,8 @@ def test_train_flags_are_the_train_args_fields() -> None:
 
 
 def test_bad_input_is_an_error_line_and_a_bug_a_traceback(monkeypatch, capsys) -> None:
-    from teamgym.benchmarks import cli
-    from teamgym.benchmarks.commands import common, envs
+    from teamgym import cli
+    from teamgym.cli import common, envs
 
     def bad_input(args, console) -> int:
         with common.bad_input(KeyError):
@@ -180,7 +180,7 @@ def test_bad_input_is_an_error_line_and_a_bug_a_traceback(monkeypatch, capsys) -
 
 
 def test_malformed_pairs_are_bad_input() -> None:
-    from teamgym.benchmarks.commands.common import CommandError, parse_pairs
+    from teamgym.cli.common import CommandError, parse_pairs
 
     assert parse_pairs(["a=1", "b=", "a=2"], "--env-arg", allow_empty=True) == {"a": "2", "b": ""}
     for bad in (["a"], ["=1"], ["b="]):
@@ -205,7 +205,7 @@ def test_an_unknown_option_names_the_closest_known_one(
 ) -> None:
     """Issue 60: ``--agnet`` printed the top-level usage alone; the command that got it names
     the option meant (a subcommand's, when the option is not the command's own)."""
-    from teamgym.benchmarks.cli import main
+    from teamgym.cli import main
 
     with pytest.raises(SystemExit) as exit_:
         main(argv)

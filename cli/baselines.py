@@ -9,14 +9,14 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from teamgym.benchmarks.commands.common import (
+from teamgym.cli.common import (
     add_env_arg,
     check_envs,
     env_kwargs,
     non_negative_int,
     positive_int,
 )
-from teamgym.benchmarks.commands.tables import print_summary
+from teamgym.cli.tables import print_summary
 from teamgym.names import EVAL_SEED_BASE
 
 NAME = "baselines"

@@ -9,9 +9,9 @@ from pathlib import Path
 from rich.console import Console
 
 from teamgym.adapters.cpu.resume import RunSettingsError
-from teamgym.benchmarks.commands.common import CommandError, bad_input, positive_int, unit_float
-from teamgym.benchmarks.commands.tables import learn_table
 from teamgym.benchmarks.learn import ALL_STAGES, STAGES
+from teamgym.cli.common import CommandError, bad_input, positive_int, unit_float
+from teamgym.cli.tables import learn_table
 
 NAME = "learn-bench"
 SHARING = "sharing"

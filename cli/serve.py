@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from teamgym.benchmarks.commands.common import CommandError, port
+from teamgym.cli.common import CommandError, port
 
 NAME = "serve"
 

@@ -180,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         import ray
 
         ray.shutdown()  # vLLM's processes end here, so what they leave can go
-        remove_shm_leftovers(before)
+        remove_shm_leftovers(before, wait=30.0)
     return 0
 
 

@@ -9,6 +9,7 @@ import inspect
 import json
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -266,6 +267,35 @@ def test_remove_shm_leftovers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert removed == ["psm_x", "sem.mp-y", "verl_weights_z"], f"removed {removed}"
     left = {p.name for p in tmp_path.iterdir()}
     assert left == {"psm_old", "other_old", "unrelated"}, f"left {left}"
+
+
+def test_remove_shm_leftovers_waits_for_a_holder_to_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leftover still held by a live process (vLLM's, ending just after Ray's shutdown) stays
+    without ``wait``, and goes once its holder ends when the call may wait."""
+    import subprocess
+
+    from teamgym.adapters.verl.cpu_host import shm
+
+    monkeypatch.setattr(shm, "SHM", tmp_path)
+    before = shm.shm_entries()
+    held = tmp_path / "psm_held"
+    held.touch()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import time; f = open({str(held)!r}); time.sleep(2)"]
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while "psm_held" not in shm._shm_in_use() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert shm.remove_shm_leftovers(before) == [], "removed a file a live process holds"
+        assert held.exists()
+        assert shm.remove_shm_leftovers(before, wait=20) == ["psm_held"]
+        assert holder.poll() is not None, "removed before its holder ended"
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 @pytest.mark.parametrize(("cores", "ranks", "told"), [(2, 1, 6), (2, 3, 12), (64, 1, 64)])

@@ -5,6 +5,7 @@ removes those a run created, and nothing older or another user's."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 __all__ = ["SHM", "SHM_LEFTOVERS", "remove_shm_leftovers", "shm_entries"]
@@ -24,36 +25,42 @@ def shm_entries() -> set[str]:
 def _shm_in_use() -> set[str]:
     """The ``/dev/shm`` names a live process has open or mapped (read from ``/proc``)."""
     used: set[str] = set()
+    prefix = f"{SHM}/"
     for proc in Path("/proc").glob("[0-9]*"):
         try:
             for fd in (proc / "fd").iterdir():
                 target = os.readlink(fd)
-                if target.startswith("/dev/shm/"):
-                    used.add(target[len("/dev/shm/") :].split(" ")[0])
+                if target.startswith(prefix):
+                    used.add(target[len(prefix) :].split(" ")[0])
             for line in (proc / "maps").read_text().splitlines():
-                if "/dev/shm/" in line:
-                    used.add(line.split("/dev/shm/", 1)[1].split(" ")[0])
+                if prefix in line:
+                    used.add(line.split(prefix, 1)[1].split(" ")[0])
         except OSError:  # the process ended, or is not ours to read
             continue
     return used
 
 
-def remove_shm_leftovers(before: set[str]) -> list[str]:
+def remove_shm_leftovers(before: set[str], wait: float = 0.0) -> list[str]:
     """Remove the vLLM leftovers that appeared in ``/dev/shm`` since ``before`` (a run's own:
     older entries are another program's), owned by this user and held by no live process;
-    returns their names. Never raises: a name it cannot remove stays."""
+    returns their names. ``wait``: seconds to keep trying while a leftover is still held (vLLM's
+    processes end a moment after Ray's shutdown returns, later on a loaded machine). Never
+    raises: a name it cannot remove stays."""
     removed: list[str] = []
-    candidates = sorted(n for n in shm_entries() - before if n.startswith(SHM_LEFTOVERS))
-    if not candidates:
-        return removed
-    in_use = _shm_in_use()
-    for name in candidates:
-        path = SHM / name
-        try:
-            if name in in_use or path.stat().st_uid != os.getuid():
+    deadline = time.monotonic() + wait
+    while True:
+        candidates = sorted(n for n in shm_entries() - before if n.startswith(SHM_LEFTOVERS))
+        in_use = _shm_in_use() if candidates else set()
+        for name in candidates:
+            path = SHM / name
+            try:
+                if name in in_use or path.stat().st_uid != os.getuid():
+                    continue
+                path.unlink()
+            except OSError:
                 continue
-            path.unlink()
-        except OSError:
-            continue
-        removed.append(name)
-    return removed
+            removed.append(name)
+        held = [n for n in candidates if n in in_use]
+        if not held or time.monotonic() >= deadline:
+            return removed
+        time.sleep(0.25)

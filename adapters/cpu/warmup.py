@@ -22,7 +22,7 @@ from teamgym.adapters.cpu.rollout import held_out_figures
 from teamgym.envs.lineup import Lineup
 from teamgym.envs.seeds import warmup_seeds
 
-__all__ = ["START_FILE", "format_warmup", "warm_up", "warmup_examples"]
+__all__ = ["START_FILE", "format_warmup", "record_start", "warm_up", "warmup_examples"]
 
 START_FILE = "start.json"
 """Without a warm-up: the start model's held-out figures (the curve's step 0)."""
@@ -40,7 +40,7 @@ def warm_up(
     from transformers import AutoTokenizer
 
     if warmup.steps <= 0:
-        _record_start(warmup.rollout.model, evaluation, run, eval_partners)
+        record_start(warmup.rollout.model, evaluation, run, eval_partners)
         return warmup.rollout.model
     model_dir = run / "warmup_model"
     if not (model_dir / "config.json").exists():
@@ -58,17 +58,23 @@ def warm_up(
     return str(model_dir)
 
 
-def _record_start(
-    model_dir: str, evaluation: EvalArgs, run: Path, eval_partners: tuple[str, ...] = ()
+def record_start(
+    model_dir: str | dict[str, str],
+    evaluation: EvalArgs,
+    run: Path,
+    eval_partners: tuple[str, ...] = (),
 ) -> None:
     """Without a warm-up, the held-out figures of the model GRPO starts from (a pretrained
-    model as prompted), once, in ``start.json``: the curve's step 0."""
+    model as prompted; with policies, ``{agent: its policy's start}``), once, in
+    ``start.json``: the curve's step 0."""
     from transformers import AutoTokenizer
 
     path = run / START_FILE
     if not evaluation.every or path.exists():
         return
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(
+        model_dir if isinstance(model_dir, str) else evaluation.rollout.model
+    )
     held_out = held_out_figures(model_dir, tokenizer, evaluation, eval_partners)
     info = {"model": model_dir, "eval_success": held_out["success"], "eval": held_out}
     path.write_text(json.dumps(info, indent=2) + "\n")

@@ -218,9 +218,10 @@ def _report(out: str, history: list[dict], console: Console) -> None:
     warmup = Path(out) / "warmup.json"
     if warmup.exists():
         info = json.loads(warmup.read_text())
+        models = f"{out}/warmup_models/NAME" if "policies" in info else f"{out}/warmup_model"
         console.print(
             f"warm-up ({info.get('teacher', 'random')} teacher): held-out success "
-            f"{info['eval_success']:.2f}; model at {out}/warmup_model"
+            f"{info['eval_success']:.2f}; model at {models}"
         )
     elif (start := Path(out) / "start.json").exists():
         info = json.loads(start.read_text())

@@ -324,6 +324,9 @@ class WarmupArgs:
     """``TrainArgs.warmup_episodes``."""
     prompts: bool
     """``TrainArgs.warmup_prompts``."""
+    seats: tuple[str, ...] = ()
+    """The trained agents whose turns are examples (one policy's seats: ``TrainArgs.policy``);
+    empty: every trained agent's. The teachers play every trained agent either way."""
 
     def check_teachers(self, agents: list[str]) -> None:
         """Refuse ``teachers`` for an agent the env lacks or a teammate plays (its turns are
@@ -450,10 +453,11 @@ def check_policies(args: TrainArgs, agents: list[str]) -> dict[str, tuple[str, .
                 f"--policy-model {name}={spec}: not a model directory (no config.json) nor "
                 f"{LORA_PREFIX}RANK"
             )
-    if args.warmup_steps > 0:
+    lora = [n for n, spec in args.policy_model.items() if lora_rank(spec) is not None]
+    if lora and args.warmup_steps > 0:
         raise PolicyError(
-            "--policy trains a model per policy, and the format warm-up warms one shared model: "
-            "pass --warmup-steps 0 (a policy may start from a warmed-up model: --policy-model "
-            "NAME=RUN/warmup_model)"
+            f"--policy-model {lora[0]}={args.policy_model[lora[0]]}: a LoRA policy starts from "
+            "--model itself, which no warm-up changes: pass --warmup-steps 0 (to warm the base "
+            "up, run it first with --steps 0 and pass its warmup_model as --model)"
         )
     return {name: tuple(seats) for name, seats in args.policy.items()}

@@ -28,7 +28,6 @@ __all__ = [
     "check_tokenizers",
     "policy_rows",
     "policy_starts",
-    "seat_starts",
 ]
 
 SHARED = ""
@@ -61,17 +60,6 @@ def policy_starts(args: TrainArgs) -> dict[str, str]:
     """Each policy's start, before any warm-up: its ``policy_model`` (a directory, or
     ``lora:RANK``), else ``model``."""
     return {name: args.policy_model.get(name, args.model) for name in args.policy}
-
-
-def seat_starts(args: TrainArgs) -> dict[str, str]:
-    """``{agent: the model directory its policy starts from}`` (a ``lora:`` policy starts as
-    ``model``: its adapter adds nothing yet), to play the start's held-out episodes."""
-    starts = policy_starts(args)
-    return {
-        seat: args.model if lora_rank(starts[name]) is not None else starts[name]
-        for name, seats in args.policy.items()
-        for seat in seats
-    }
 
 
 def check_tokenizers(args: TrainArgs) -> None:

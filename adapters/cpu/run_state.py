@@ -65,7 +65,8 @@ class RunDir:
                 f"{self.path} already holds a run; pass --resume to continue it or choose another --out"
             )
         saved = self.path / "args.json"
-        state = (self.latest, self.stable, self.path / "warmup_model" / "config.json")
+        state = [self.latest, self.stable, self.path / "warmup_model" / "config.json"]
+        state += (self.path / "warmup_models").glob("*/config.json")  # the policies' warm-ups
         if saved.exists() and (args.resume or any(f.exists() for f in state)):
             # a run killed before its first step leaves a warm-up and checkpoints to reuse
             changed = changed_settings(json.loads(saved.read_text()), asdict(args))

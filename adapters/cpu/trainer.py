@@ -30,7 +30,7 @@ from teamgym.adapters.cpu.args import (
     env_agents,
 )
 from teamgym.adapters.cpu.grpo import grpo_update
-from teamgym.adapters.cpu.policies import Policies, policy_starts, seat_starts
+from teamgym.adapters.cpu.policies import Policies, policy_starts
 from teamgym.adapters.cpu.rollout import (
     build_batch,
     check_prompt_length,
@@ -44,8 +44,8 @@ from teamgym.adapters.cpu.run_state import RunDir, guard
 from teamgym.adapters.cpu.warmup import (
     START_FILE,
     format_warmup,
-    record_start,
     warm_up,
+    warm_up_policies,
     warmup_examples,
 )
 from teamgym.adapters.prometheus import record_exporter
@@ -72,8 +72,11 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
     # 0. format warm-up (once): the model GRPO starts from (or each policy's start)
     eval_partners = tuple(args.eval_partners)
     starts: str | dict[str, str] = policy_starts(args)
-    if starts:
-        record_start(seat_starts(args), args.evaluation, run.path, eval_partners)
+    if starts:  # each policy warmed up on its own seats' turns
+        seats = check_policies(args, env_agents(args))
+        starts = warm_up_policies(
+            args.warmup, starts, seats, args.evaluation, run.path, eval_partners
+        )
     else:
         starts = warm_up(args.warmup, args.evaluation, run.path, eval_partners)
 

@@ -97,6 +97,33 @@ def test_two_policies_each_train_on_their_own_seats(model_dir, tmp_path) -> None
     assert mate.chat_model.model.config.num_hidden_layers >= 1
 
 
+def test_each_policy_warms_up_on_its_own_seats_turns(model_dir, tokenizer, tmp_path) -> None:
+    """With policies, the format warm-up trains each policy on its own seats' turns (the
+    teacher still plays every seat): the listener's examples are the listener's turns of the
+    episodes a shared warm-up learns from; each warmed model is its policy's GRPO start."""
+    from teamgym.adapters.cpu.warmup import warmup_examples
+
+    args = _args(
+        model_dir, tmp_path / "run", steps=1, warmup_steps=3, warmup_episodes=4, eval_episodes=4
+    )
+    every = warmup_examples(args.warmup, tokenizer, episodes=4)
+    listener = warmup_examples(replace(args.warmup, seats=("robot_1",)), tokenizer, episodes=4)
+    assert len(every) == 2 * 4 and listener == every[1::2]  # say, then pick, each episode
+
+    (record,) = train(args, progress=False)
+    out = tmp_path / "run"
+    info = json.loads((out / "warmup.json").read_text())
+    assert {name: p["examples"] for name, p in info["policies"].items()} == {
+        "speaker": 4,
+        "listener": 4,
+    }
+    assert "eval_success" in info and not (out / "start.json").exists()
+    for name in SEATS:
+        warmed = _weights(out / "warmup_models" / name)
+        assert not _same(warmed, _weights(model_dir)), f"{name}: the warm-up did not train it"
+    assert record["speaker/kl"] == pytest.approx(0.0, abs=1e-6), "GRPO starts from the warm-up"
+
+
 def test_each_seat_is_served_and_updated_by_its_own_policy(model_dir, tokenizer, tmp_path) -> None:
     """The router sends each request to its agent's server (two scripted servers with
     different replies: every row's replies are its own seat's server's); an agent no policy
@@ -200,7 +227,7 @@ def test_sigkill_then_resume_continues_every_policy(model_dir, tmp_path, sigkill
 def test_bad_policy_flags_are_refused_before_training(model_dir, tmp_path, capsys) -> None:
     """A seat named twice, a teammate's or partner's seat, a seat the env lacks, a policy with
     no seats, a trained seat left out, a name given twice, a model for no policy, a bad LoRA
-    rank, and a warm-up: each an error line and status 2, nothing written."""
+    rank, and a LoRA policy's warm-up: each an error line and status 2, nothing written."""
     from teamgym import cli
 
     out = tmp_path / "o"
@@ -229,7 +256,10 @@ def test_bad_policy_flags_are_refused_before_training(model_dir, tmp_path, capsy
         ([*speaker, *listener, "--policy-model", "speaker=/no/such"], "not a model directory"),
         (["--policy-model", "speaker=lora:4"], "--policy-model needs --policy"),
         (["--policy", "a/b=robot_0", *listener], "a policy's name is a folder"),
-        ([*speaker, *listener, "--warmup-steps", "5"], "pass --warmup-steps 0"),
+        (
+            [*speaker, *listener, "--policy-model", "speaker=lora:4", "--warmup-steps", "5"],
+            "a LoRA policy starts from --model itself",
+        ),
     ]
     for flags, message in cases:
         assert cli.main([*base, *flags]) == 2, flags

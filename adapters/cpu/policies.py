@@ -1,5 +1,6 @@
 """The policies of a CPU run: one model shared by every trained seat, or one per seat or group
-of seats (``TrainArgs.policy``: ``teamgym train --policy NAME=SEAT[,SEAT...]``).
+of seats (``TrainArgs.policy``: ``teamgym train --policy NAME=SEAT[,SEAT...]``), each a full
+model or a LoRA adapter over the shared base (:mod:`~teamgym.adapters.cpu.lora`).
 
 The one owner of who trains which seat. :class:`Policies` loads each policy's learner (its
 model, frozen reference and AdamW), seats each agent's requests on its policy's model (a
@@ -17,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from teamgym.adapters.cpu.args import PolicyError, TrainArgs, check_policies, lora_rank
 from teamgym.adapters.cpu.grpo import Learner, grpo_update, load_learner
+from teamgym.adapters.cpu.lora import AdaptersOff, load_lora_policies
 
 __all__ = [
     "SHARED",
@@ -97,8 +100,10 @@ class Policies:
         cls, args: TrainArgs, starts: str | dict[str, str], agents: list[str], actor_cfg: Any
     ) -> Policies:
         """The run's policies on the env's ``agents``: the shared model from ``starts`` (a
-        directory), or each policy of ``args.policy`` from ``starts[name]``; torch seeded with
-        ``args.seed`` before each is loaded."""
+        directory), or each policy of ``args.policy`` from ``starts[name]``: a directory (a
+        full model, its reference a frozen copy), or ``lora:RANK`` (an adapter over
+        ``args.model``, :mod:`~teamgym.adapters.cpu.lora`); torch seeded with ``args.seed``
+        before each model is loaded."""
         seats = check_policies(args, agents)
         if not seats:
             assert isinstance(starts, str), starts
@@ -107,17 +112,19 @@ class Policies:
             trained = tuple(a for a in agents if a not in seated)
             return cls([Policy(SHARED, trained, learner)])
         assert isinstance(starts, dict), starts
-        if lora := [n for n, s in starts.items() if lora_rank(s) is not None]:
-            raise PolicyError(f"--policy-model {lora[0]}: LoRA policies are not supported yet")
         check_tokenizers(args)
-        return cls(
-            [
-                Policy(
-                    name, seats[name], load_learner(starts[name], args.update, actor_cfg, args.seed)
-                )
-                for name in seats
-            ]
-        )
+        ranks = {n: r for n, s in starts.items() if (r := lora_rank(s)) is not None}
+        adapters = load_lora_policies(args.model, ranks, args.seed) if ranks else {}
+        policies = []
+        for name in seats:
+            if name in adapters:  # an adapter over the shared base, which is its reference
+                view = adapters[name]
+                optim = torch.optim.AdamW(view.parameters(), lr=args.lr)
+                learner = Learner(view, AdaptersOff(view), optim, actor_cfg)
+            else:
+                learner = load_learner(starts[name], args.update, actor_cfg, args.seed)
+            policies.append(Policy(name, seats[name], learner))
+        return cls(policies)
 
     def models(self) -> Any:
         """What plays the seats: the shared model, or ``{agent: its policy's model}``

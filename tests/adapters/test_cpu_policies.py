@@ -266,3 +266,84 @@ def test_bad_policy_flags_are_refused_before_training(model_dir, tmp_path, capsy
         printed = " ".join(capsys.readouterr().out.split())
         assert "error:" in printed and message in printed, (flags, printed)
     assert not out.exists()
+
+
+def test_lora_policies_train_adapters_over_a_frozen_base(model_dir, tmp_path) -> None:
+    """``--policy-model speaker=lora:4``: the speaker is an adapter over ``--model``, the
+    listener a full model, side by side. The checkpoint holds the adapter's weights only; the
+    final speaker is a full model that differs from the base in the adapted projections only
+    (the base stayed frozen), whose forward pass is the adapter's; a resumed run ends where an
+    uninterrupted one does."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from teamgym.adapters.cpu.lora import load_lora_policies
+
+    lora = {"speaker": "lora:4"}
+    straight = tmp_path / "straight"
+    history = train(_args(model_dir, straight, policy_model=lora), progress=False)
+    assert history[0]["speaker/kl"] == pytest.approx(0.0, abs=1e-6), "starts as its reference"
+    assert history[1]["speaker/kl"] > 0.0 and history[1]["listener/kl"] > 0.0
+    ckpt = torch.load(straight / "checkpoints" / "latest.pt", weights_only=False)
+    adapter = ckpt["policies"]["speaker"]["model"]
+    assert adapter and all("lora_" in k for k in adapter), sorted(adapter)
+    assert not any("lora_" in k for k in ckpt["policies"]["listener"]["model"])
+
+    base, speaker = _weights(model_dir), _weights(straight / "policies" / "speaker")
+    assert speaker.keys() == base.keys()
+    moved = {k for k in base if not torch.equal(base[k], speaker[k])}
+    assert moved and all(k.endswith(("q_proj.weight", "v_proj.weight")) for k in moved), moved
+    (view,) = load_lora_policies(str(model_dir), {"speaker": 4}, seed=0).values()
+    view.load_state_dict(adapter)
+    merged = AutoModelForCausalLM.from_pretrained(straight / "policies" / "speaker").eval()
+    ids = torch.randint(3, 200, (2, 12))
+    with torch.no_grad():
+        torch.testing.assert_close(view.eval()(input_ids=ids).logits, merged(input_ids=ids).logits)
+
+    resumed = tmp_path / "resumed"
+    train(_args(model_dir, resumed, policy_model=lora, steps=1), progress=False)
+    train(_args(model_dir, resumed, policy_model=lora, resume=True), progress=False)
+    lines = [json.loads(x)["step"] for x in (resumed / "metrics.jsonl").read_text().splitlines()]
+    assert lines == [1, 2]
+    for name in SEATS:
+        assert _same(_weights(resumed / "policies" / name), _weights(straight / "policies" / name))
+
+
+def test_lora_adapters_serve_their_own_seats_side_by_side(model_dir, tmp_path) -> None:
+    """Two adapters of one base, each seat's server on its own thread: every trajectory's
+    sampled log-probs are those of its own seat's adapter, not the other's (a forward pass
+    never runs with the other adapter switched on)."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from teamgym.adapters.cpu.grpo import response_logprobs
+    from teamgym.adapters.cpu.lora import load_lora_policies
+    from teamgym.adapters.cpu.policies import policy_rows
+    from teamgym.adapters.cpu.rollout import build_batch, compose_config, local_server
+    from teamgym.adapters.verl.workers import TeamAgentLoopWorker
+
+    views = load_lora_policies(str(model_dir), {"speaker": 4, "listener": 4}, seed=0)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for view in views.values():  # adapters far apart (LoRA's B starts at zero)
+            for p in view.parameters():
+                p.copy_(torch.randn(p.shape, generator=generator) * 0.5)
+    args = _args(model_dir, tmp_path, max_reply_tokens=8, forced_moves="model")
+    cfg = compose_config(args.rollout, tmp_path, args.update)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    seats = {"robot_0": views["speaker"], "robot_1": views["listener"]}
+    worker = TeamAgentLoopWorker(cfg, local_server(seats, tokenizer, 0))
+    out = asyncio.run(worker.generate_sequences(build_batch(args.rollout, [0, 1, 2], "train", 4)))
+    mask = out.batch["response_mask"].bool()
+    for agent, own, other in (
+        ("robot_0", "speaker", "listener"),
+        ("robot_1", "listener", "speaker"),
+    ):
+        rows = policy_rows(out, [agent])
+        part = out.select_idxs(rows)
+        sampled = part.batch["rollout_log_probs"][mask[rows]]
+        with torch.no_grad():
+            mine = response_logprobs(views[own].eval(), part)[0][mask[rows]]
+            theirs = response_logprobs(views[other].eval(), part)[0][mask[rows]]
+        torch.testing.assert_close(sampled, mine, atol=1e-4, rtol=1e-4)
+        assert (sampled - theirs).abs().max() > 0.1, f"{agent}: both adapters give its tokens"

@@ -20,7 +20,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from teamgym.adapters.cpu.args import PolicyError, TrainArgs, check_policies, lora_rank
+from teamgym.adapters.cpu.args import (
+    PolicyError,
+    TrainArgs,
+    UpdateArgs,
+    check_policies,
+    lora_rank,
+)
 from teamgym.adapters.cpu.grpo import Learner, grpo_update, load_learner
 from teamgym.adapters.cpu.lora import AdaptersOff, load_lora_policies
 
@@ -138,7 +144,9 @@ class Policies:
         for p in self.policies:
             p.learner.policy.eval()
 
-    def update(self, out: Any, update: Any, seed: int, lr: float, step: int) -> dict[str, float]:
+    def update(
+        self, out: Any, update: UpdateArgs, seed: int, lr: float, step: int
+    ) -> dict[str, float]:
         """Each policy's GRPO update on its own seats' rows of ``out``
         (:func:`~teamgym.adapters.cpu.grpo.grpo_update`), as a step line's keys: the shared
         policy's ``kl``, ``entropy``, ``loss``; with policies, each one's under its name

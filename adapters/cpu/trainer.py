@@ -63,7 +63,8 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
 
     from teamgym.adapters.verl.workers import TeamAgentLoopWorker
 
-    check_policies(args, env_agents(args))  # before anything is written
+    agents = env_agents(args)
+    seats = check_policies(args, agents)  # before anything is written
     run = RunDir(args.out)
     run.start(args)
     rollout, update = args.rollout, args.update
@@ -71,11 +72,10 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
 
     # 0. format warm-up (once): the model GRPO starts from (or each policy's start)
     eval_partners = tuple(args.eval_partners)
-    starts: str | dict[str, str] = policy_starts(args)
-    if starts:  # each policy warmed up on its own seats' turns
-        seats = check_policies(args, env_agents(args))
+    starts: str | dict[str, str]
+    if seats:  # each policy warmed up on its own seats' turns
         starts = warm_up_policies(
-            args.warmup, starts, seats, args.evaluation, run.path, eval_partners
+            args.warmup, policy_starts(args), seats, args.evaluation, run.path, eval_partners
         )
     else:
         starts = warm_up(args.warmup, args.evaluation, run.path, eval_partners)
@@ -84,7 +84,7 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
     cfg = compose_config(rollout, run.path, update)
     tokenizer = AutoTokenizer.from_pretrained(starts if isinstance(starts, str) else args.model)
     actor_cfg = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
-    policies = Policies.load(args, starts, env_agents(args), actor_cfg)
+    policies = Policies.load(args, starts, agents, actor_cfg)
     state, history, rng = _resumed(run, args, policies)
 
     # 2. VERL's agent-loop worker on local servers of the policies; the Prometheus exporter

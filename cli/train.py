@@ -1,8 +1,9 @@
 """``teamgym train``: shared-reward GRPO on CPU with a local model (VERL's algorithms).
 
 The flags are :class:`~teamgym.adapters.cpu.args.TrainArgs`' fields, generated with their
-docstrings as help; ``--env-arg``, ``--teammate`` and ``--warmup-teacher`` fill ``env_kwargs``,
-``teammates`` and ``warmup_teachers``.
+docstrings as help; ``--env-arg``, ``--teammate``, ``--warmup-teacher``, ``--policy`` and
+``--policy-model`` fill ``env_kwargs``, ``teammates``, ``warmup_teachers``, ``policy`` and
+``policy_model``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from teamgym.adapters.cpu.args import TrainArgs
+from teamgym.adapters.cpu.args import PolicyError, TrainArgs, check_policies, env_agents
 from teamgym.adapters.cpu.resume import RunSettingsError
 from teamgym.cli.common import (
     CommandError,
@@ -27,6 +28,7 @@ from teamgym.cli.common import (
     check_teammates,
     check_warmup_teachers,
     env_kwargs,
+    parse_pairs,
     partners_of,
     teammates,
     warmup_teachers,
@@ -50,6 +52,52 @@ def add_partner_seat_arg(parser: argparse.ArgumentParser) -> None:
         metavar="AGENT",
         help="an agent the partners play, not trained (repeatable)",
     )
+
+
+def add_policy_args(parser: argparse.ArgumentParser) -> None:
+    """``--policy NAME=SEAT[,SEAT...]`` (repeatable)."""
+    parser.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="NAME=SEAT[,SEAT...]",
+        help="a policy of its own for these seats (repeatable: e.g. --policy speaker=robot_0 "
+        "--policy listener=robot_1): its own model, optimiser and update on its seats' "
+        "trajectories; every trained seat in one; none: one model shared by every seat",
+    )
+
+
+def policies(args: argparse.Namespace) -> dict[str, list[str]]:
+    """``--policy`` values as ``{name: seats}``; a name given twice is bad input."""
+    out: dict[str, list[str]] = {}
+    for item in args.policy:
+        pairs = parse_pairs([item], "--policy", "NAME=SEAT[,SEAT...]", allow_empty=True)
+        name, seats = next(iter(pairs.items()))
+        if name in out:
+            raise CommandError(f"--policy {name} is given twice; list its seats in one flag")
+        out[name] = [seat.strip() for seat in seats.split(",") if seat.strip()]
+    return out
+
+
+def add_policy_model_arg(parser: argparse.ArgumentParser) -> None:
+    """``--policy-model NAME=DIR|lora:RANK`` (repeatable)."""
+    parser.add_argument(
+        "--policy-model",
+        action="append",
+        default=[],
+        metavar="NAME=DIR|lora:RANK",
+        help="where a --policy starts (repeatable): a model directory (a full model of its own, "
+        "with --model's tokenizer), or lora:RANK, a LoRA adapter over --model (frozen, shared); "
+        "default: a full copy of --model",
+    )
+
+
+def policy_models(args: argparse.Namespace) -> dict[str, str]:
+    """``--policy-model`` pairs; a name given twice is bad input."""
+    names = [item.partition("=")[0] for item in args.policy_model]
+    if twice := sorted({n for n in names if names.count(n) > 1}):
+        raise CommandError(f"--policy-model {twice[0]} is given twice")
+    return parse_pairs(args.policy_model, "--policy-model", "NAME=DIR|lora:RANK")
 
 
 def _discount(text: str) -> float:
@@ -88,6 +136,8 @@ CUSTOM = {
         partners_of("--partner"),
     ),
     "partner_seats": Custom(add_partner_seat_arg, lambda args: list(args.partner_seat)),
+    "policy": Custom(add_policy_args, policies),
+    "policy_model": Custom(add_policy_model_arg, policy_models),
     "eval_partners": Custom(
         add_partner_arg(
             "--eval-partner",
@@ -120,11 +170,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
     teachers = teachers if settings.warmup_steps > 0 else []
     check_warmup_teachers(settings)  # before the baselines: a checkpoint loads a model
     partner_specs = check_partners(settings)
+    with bad_input(PolicyError):
+        check_policies(settings, env_agents(settings))
     check_baselines(settings.env, [*settings.teammates.values(), *teachers, *partner_specs])
     from teamgym.adapters.cpu.trainer import train  # torch: only once the input is known good
     from teamgym.adapters.verl.dataset import PromptTooLongError
 
-    with bad_input(PromptTooLongError, RunSettingsError, FileExistsError):
+    with bad_input(PromptTooLongError, RunSettingsError, FileExistsError, PolicyError):
         history = train(settings, progress=not args.quiet)
     _report(settings.out, history, console)
     return 0
@@ -166,9 +218,10 @@ def _report(out: str, history: list[dict], console: Console) -> None:
     warmup = Path(out) / "warmup.json"
     if warmup.exists():
         info = json.loads(warmup.read_text())
+        models = f"{out}/warmup_models/NAME" if "policies" in info else f"{out}/warmup_model"
         console.print(
             f"warm-up ({info.get('teacher', 'random')} teacher): held-out success "
-            f"{info['eval_success']:.2f}; model at {out}/warmup_model"
+            f"{info['eval_success']:.2f}; model at {models}"
         )
     elif (start := Path(out) / "start.json").exists():
         info = json.loads(start.read_text())
@@ -179,4 +232,8 @@ def _report(out: str, history: list[dict], console: Console) -> None:
             f"trained {len(history)} steps into {out}: last success {last['success']:.2f}, "
             f"held-out {last.get('eval_success', float('nan')):.2f}; curve at {out}/curve.png"
         )
-    console.print(f"policy at {out}/policy (a teammate: {CHECKPOINT_PREFIX}{out}/policy)")
+    if (Path(out) / "policies").is_dir():
+        for path in sorted((Path(out) / "policies").iterdir()):
+            console.print(f"policy {path.name} at {path} (a teammate: {CHECKPOINT_PREFIX}{path})")
+    else:
+        console.print(f"policy at {out}/policy (a teammate: {CHECKPOINT_PREFIX}{out}/policy)")

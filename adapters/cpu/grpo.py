@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, cast
 
+import numpy as np
 import torch
 
 from teamgym.adapters.agents.sampling import keep_logits
@@ -118,13 +119,16 @@ def grpo_update(
     seed: int = 0,
     lr: float | None = None,
     step: int = 1,
+    rows: np.ndarray | None = None,
 ) -> dict[str, float]:
     """Optimiser steps on a rollout batch: GRPO advantage grouped by ``uid`` (``team_grpo``:
     by episode seed) over the whole batch, then ``update.ppo_epochs`` passes of
     ``update.mini_batches`` shuffled mini-batches (VERL's ppo_epochs / ppo_mini_batch_size), at
     learning rate ``lr`` (default ``update.lr``) ramped by :func:`warmup_factor` over
     ``update.lr_warmup_steps`` optimiser steps counted from GRPO step 1 (``step`` is this one).
-    Returns the mean loss, kl and entropy."""
+    With ``rows`` (indices into ``out``: one policy's seats, :func:`~teamgym.adapters.cpu.policies.policy_rows`), the passes
+    are over those rows only, with the advantage of the whole batch (a ``team_`` group spans
+    the policies). Returns the mean loss, kl, entropy and gradient norm (before clipping)."""
     from verl.trainer.ppo import core_algos
 
     import teamgym.adapters.verl.estimators  # noqa: F401  (registers team_grpo)
@@ -147,6 +151,8 @@ def grpo_update(
         index=index,
         config=SimpleNamespace(gamma=update.gamma, norm_adv_by_std_in_grpo=True),
     )
+    if rows is not None:
+        out, adv = out.select_idxs(rows), adv[torch.as_tensor(rows, dtype=torch.long)]
     n = len(out)
     chunks = max(1, min(update.mini_batches, n))
     on_policy = chunks == 1 and update.ppo_epochs <= 1  # one step: the old log-probs are its own
@@ -154,7 +160,7 @@ def grpo_update(
     old_logp = None if on_policy else logprobs_in_parts(learner.policy, out, size)
     ref_logp = logprobs_in_parts(learner.reference, out, size)
     order_rng = torch.Generator().manual_seed(seed)
-    terms: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+    terms: list[tuple[torch.Tensor, ...]] = []
     learner.policy.train()
     epochs = max(1, update.ppo_epochs)
     optimizer_step = (step - 1) * epochs * chunks
@@ -170,8 +176,13 @@ def grpo_update(
             old = None if old_logp is None else old_logp[idx]
             terms.append(_step(learner, part, adv[idx], old, ref_logp[idx], update, size))
     learner.policy.eval()
-    loss, kl, entropy = (torch.stack(values).mean() for values in zip(*terms, strict=True))
-    return {"kl": float(kl), "entropy": float(entropy), "loss": float(loss)}
+    loss, kl, entropy, norm = (torch.stack(values).mean() for values in zip(*terms, strict=True))
+    return {
+        "kl": float(kl),
+        "entropy": float(entropy),
+        "loss": float(loss),
+        "grad_norm": float(norm),
+    }
 
 
 def logprobs_in_parts(model: Any, out: Any, size: int) -> torch.Tensor:
@@ -199,9 +210,10 @@ def _step(
     ref_logp: torch.Tensor,
     update: UpdateArgs,
     micro_batch: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """One optimiser step on a mini-batch, its gradient accumulated over micro-batches of
-    ``micro_batch`` trajectories; returns its detached (loss, kl, entropy). Each term is a token
+    ``micro_batch`` trajectories; returns its detached (loss, kl, entropy, gradient norm before
+    clipping). Each term is a token
     mean over the whole mini-batch: a micro-batch's token mean weighted by its share of the
     tokens. Without ``old_logp`` the step is on-policy: the old log-probs are this forward's,
     detached (the same numbers as a separate pass, one forward fewer)."""
@@ -210,7 +222,7 @@ def _step(
     total = float(part.batch["response_mask"].sum())
     sums = torch.zeros(3)  # loss, kl, entropy: token-weighted, detached
     if not total:
-        return sums[0], sums[1], sums[2]  # no trained token (all forced moves): no step
+        return sums[0], sums[1], sums[2], torch.zeros(())  # no trained token: no step
     learner.optim.zero_grad()
     for idx in torch.split(torch.arange(len(part)), micro_batch):
         micro = _rows(part, idx)
@@ -236,6 +248,6 @@ def _step(
         loss = pg_loss + update.kl_coef * kl - update.entropy_coef * ent
         (loss * share).backward()
         sums += share * torch.stack([loss.detach(), kl.detach(), ent.detach()])
-    torch.nn.utils.clip_grad_norm_(learner.policy.parameters(), 1.0)
+    norm = torch.nn.utils.clip_grad_norm_(learner.policy.parameters(), 1.0)
     learner.optim.step()
-    return sums[0], sums[1], sums[2]
+    return sums[0], sums[1], sums[2], norm.detach().float()

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from teamgym.adapters.cpu.args import TrainArgs
+from teamgym.adapters.cpu.args import LORA_PREFIX, TrainArgs
 from teamgym.envs.lineup import resolve_spec
 
 __all__ = [
@@ -56,7 +56,8 @@ def changed_settings(
     A field ``saved`` lacks (a run from an older release) counts as its default, a field
     ``TrainArgs`` no longer has is skipped, and paths (``model``, ``checkpoint:`` teachers and
     teammates) are compared where they point: relative to the run directory's parent when they
-    lie under it (a stage's phases point at each other), so a moved run is the same run."""
+    lie under it (a stage's phases point at each other), so a moved run is the same run
+    (``policy_model`` directories too)."""
     defaults = asdict(TrainArgs(model="", out=""))
     old = {k: saved.get(k, defaults.get(k, _NOT_SET)) for k in now}
     changed = settings_diff(_placed(old), _placed(now))
@@ -82,6 +83,11 @@ def _placed(args: Mapping[str, Any]) -> dict[str, Any]:
     if placed.get("model"):
         placed["model"] = place(str(placed["model"]))
     placed["warmup_policy"] = policy(placed.get("warmup_policy"))
+    if isinstance(placed.get("policy_model"), Mapping):  # directories, or lora:RANK
+        placed["policy_model"] = {
+            name: spec if spec.startswith(LORA_PREFIX) else place(spec)
+            for name, spec in placed["policy_model"].items()
+        }
     for key in ("teammates", "warmup_teachers"):
         if isinstance(placed.get(key), Mapping):
             placed[key] = {a: policy(v) for a, v in placed[key].items()}

@@ -13,6 +13,7 @@ import asyncio
 import json
 import math
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -199,7 +200,8 @@ def evaluate_metrics(
     unless ``temperature`` > 0 (then sampled with the server's ``seed``): success, score, team
     return (raw, before sharing), invalid-action rate and ``idle`` (the share of episodes whose
     trained agents only idled: :class:`~teamgym.envs.metrics.IdleCount`), each the mean over
-    the trained agents' rows."""
+    the trained agents' rows. ``model_dir_or_model`` may seat one model a seat
+    (``{agent: model or directory}``, a run's policies: :func:`local_server`)."""
     from teamgym.adapters.verl.workers import TeamAgentLoopWorker
 
     run = Path(evaluation.out)
@@ -256,8 +258,21 @@ def local_server(model_dir_or_model: Any, tokenizer: Any, seed: int) -> LLMServe
     """A :class:`~teamgym.adapters.cpu.server.LocalModelServer` of the model, as the
     ``LLMServerClient`` VERL's ``AgentLoopWorker`` takes: it answers ``generate`` as that class
     does without subclassing it (whose constructor wants VERL's whole config and a Ray load
-    balancer), so the type is a cast."""
-    from teamgym.adapters.cpu.server import LocalModelServer
+    balancer), so the type is a cast. A mapping ``{agent: model or directory}`` (a run's
+    policies, one a seat or group of seats) gives a
+    :class:`~teamgym.adapters.cpu.server.SeatRouter` with one server per model."""
+    from teamgym.adapters.cpu.server import LocalModelServer, SeatRouter
 
+    if isinstance(model_dir_or_model, Mapping):
+
+        def key(model: Any) -> Any:  # a directory by its path, a loaded model by itself
+            return str(model) if isinstance(model, (str, Path)) else id(model)
+
+        servers: dict[Any, Any] = {}  # one per model: a policy's seats share its batches
+        for model in model_dir_or_model.values():
+            if key(model) not in servers:
+                servers[key(model)] = LocalModelServer(model, tokenizer=tokenizer, seed=seed)
+        router = SeatRouter({a: servers[key(m)] for a, m in model_dir_or_model.items()})
+        return cast("LLMServerClient", router)
     server = LocalModelServer(model_dir_or_model, tokenizer=tokenizer, seed=seed)
     return cast("LLMServerClient", server)

@@ -1,6 +1,7 @@
 """A CPU GRPO run's directory and state: start, save, resume, and the rollback guard.
 
-A checkpoint lands after every step (``checkpoints/latest.pt``: weights, optimiser, state), so
+A checkpoint lands after every step (``checkpoints/latest.pt``: every policy's weights and
+optimiser, :meth:`~teamgym.adapters.cpu.policies.Policies.state_dict`, and the state), so
 a run killed at any point resumes from its last finished step and keeps every finished step's
 line in ``metrics.jsonl``. The guard keeps ``checkpoints/stable.pt`` and restores it (halving
 the learning rate) when KL stays above ``kl_limit`` or success stays well below the best seen.
@@ -18,7 +19,7 @@ import numpy as np
 import torch
 
 from teamgym.adapters.cpu.args import GuardArgs, TrainArgs
-from teamgym.adapters.cpu.grpo import Learner
+from teamgym.adapters.cpu.policies import Policies
 from teamgym.adapters.cpu.resume import (
     FREE_ON_RESUME,
     RunSettingsError,
@@ -64,7 +65,8 @@ class RunDir:
                 f"{self.path} already holds a run; pass --resume to continue it or choose another --out"
             )
         saved = self.path / "args.json"
-        state = (self.latest, self.stable, self.path / "warmup_model" / "config.json")
+        state = [self.latest, self.stable, self.path / "warmup_model" / "config.json"]
+        state += (self.path / "warmup_models").glob("*/config.json")  # the policies' warm-ups
         if saved.exists() and (args.resume or any(f.exists() for f in state)):
             # a run killed before its first step leaves a warm-up and checkpoints to reuse
             changed = changed_settings(json.loads(saved.read_text()), asdict(args))
@@ -76,14 +78,13 @@ class RunDir:
                 )
         saved.write_text(json.dumps(asdict(args), indent=2, sort_keys=True) + "\n")
 
-    def resume(self, args: TrainArgs, learner: Learner) -> tuple[RunState, list[dict[str, Any]]]:
+    def resume(self, args: TrainArgs, policies: Policies) -> tuple[RunState, list[dict[str, Any]]]:
         """The state and finished steps' records to continue from (a fresh state without a
         checkpoint); a line later than the checkpoint is dropped, so its step is redone."""
         state = RunState(step=0, lr=args.lr)
         if args.resume and self.latest.exists():
             ckpt = torch.load(self.latest, weights_only=False)
-            learner.policy.load_state_dict(ckpt["model"])
-            learner.optim.load_state_dict(ckpt["optim"])
+            policies.load_state_dict(ckpt)
             state = RunState(**ckpt["state"])
         history: list[dict[str, Any]] = []
         if self.metrics.exists():
@@ -94,35 +95,39 @@ class RunDir:
             tmp.replace(self.metrics)
         return state, history
 
-    def save(self, path: Path, learner: Learner, state: RunState) -> None:
+    def save(self, path: Path, policies: Policies, state: RunState) -> None:
         """Write a checkpoint atomically (a kill mid-write leaves the previous one)."""
         tmp = path.with_suffix(".tmp")
-        ckpt = {
-            "model": learner.policy.state_dict(),
-            "optim": learner.optim.state_dict(),
-            "state": asdict(state),
-        }
+        ckpt = {**policies.state_dict(), "state": asdict(state)}
         torch.save(ckpt, tmp)
         tmp.replace(path)
 
-    def start_stable(self, learner: Learner, state: RunState) -> None:
+    def start_stable(self, policies: Policies, state: RunState) -> None:
         """The weights GRPO starts from are the first stable checkpoint."""
         if not self.stable.exists():
-            self.save(self.stable, learner, state)
+            self.save(self.stable, policies, state)
 
     def finish_step(
-        self, record: dict[str, Any], learner: Learner, state: RunState, rng: np.random.Generator
+        self,
+        record: dict[str, Any],
+        policies: Policies,
+        state: RunState,
+        rng: np.random.Generator,
     ) -> None:
         """Append the step's line, then checkpoint: the step is finished once this lands."""
         with self.metrics.open("a") as f:
             f.write(json.dumps(record) + "\n")
         state.step = record["step"]
         state.rng = dict(rng.bit_generator.state)
-        self.save(self.latest, learner, state)
+        self.save(self.latest, policies, state)
 
 
 def guard(
-    settings: GuardArgs, state: RunState, record: dict[str, Any], learner: Learner, run: RunDir
+    settings: GuardArgs,
+    state: RunState,
+    record: dict[str, Any],
+    policies: Policies,
+    run: RunDir,
 ) -> str | None:
     """Keep the last stable checkpoint; restore it (and halve the lr) after
     ``settings.patience`` bad steps in a row (0: never). Returns what it did, if anything.
@@ -142,10 +147,9 @@ def guard(
     state.bad_steps = state.bad_steps + 1 if (kl_bad or success_bad) else 0
     if state.bad_steps < settings.patience or not run.stable.exists():
         return None
-    learner.policy.load_state_dict(torch.load(run.stable, weights_only=False)["model"])
+    policies.load_state_dict(torch.load(run.stable, weights_only=False), optimisers=False)
     state.lr = state.lr / 2
-    for group in learner.optim.param_groups:
-        group["lr"] = state.lr
+    policies.set_lr(state.lr)
     state.bad_steps = 0
     why = "KL above its limit" if kl_bad else "success far below the best"
     return (

@@ -8,6 +8,8 @@ here it is:
 * :class:`LocalModelServer`: a Hugging Face causal LM on the CPU (sampling with a KV cache,
   seeded per request, so runs are reproducible). Concurrent calls are served in batches, so the
   agents and episodes of a rollout cost a few batched passes per turn.
+* :class:`SeatRouter`: several servers behind one, each serving the seats of one policy (the
+  CPU trainer's ``--policy``): a request goes to the server of the agent its id names.
 * :class:`ScriptedServer`: a double of a rollout server that waits ``latency`` seconds per call
   and answers a scripted reply (e.g. a baseline policy's); it measures the adapter's
   concurrency and checks rewards, it is not a model.
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ from teamgym.adapters.agents.sampling import _Request, request_seed, sample_batc
 __all__ = [
     "LocalModelServer",
     "ScriptedServer",
+    "SeatRouter",
     "policy_reply",
 ]
 
@@ -144,6 +147,32 @@ class LocalModelServer:
                 assert r.future is not None
                 if not r.future.done():
                     r.future.set_result(result)
+
+
+class SeatRouter:
+    """VERL's ``generate()`` interface over one server per seat: the episode loop names each
+    request ``{session}/{agent}``, and the request goes to that agent's server (its policy's
+    model), so one worker plays seats served by different models. An agent with no server is
+    an error, never a silent fallback (a seat would be played by another seat's policy)."""
+
+    def __init__(self, servers: Mapping[str, Any]) -> None:
+        self.servers = dict(servers)
+        """Agent -> the server of its policy (one server may serve several agents)."""
+
+    async def generate(
+        self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **kw: Any
+    ) -> TokenOutput:
+        """The reply of the server of the agent ``request_id`` ends with."""
+        agent = request_id.rsplit("/", 1)[-1]
+        server = self.servers.get(agent)
+        if server is None:
+            raise KeyError(
+                f"request {request_id!r}: no policy plays {agent!r} (the policies' seats: "
+                f"{sorted(self.servers)})"
+            )
+        return await server.generate(
+            request_id, prompt_ids=prompt_ids, sampling_params=sampling_params, **kw
+        )
 
 
 _VALID = re.compile(r"^Valid actions: (.*)$", re.MULTILINE)

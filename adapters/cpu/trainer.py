@@ -4,7 +4,9 @@ Rollouts go through VERL's real ``AgentLoopWorker`` (teamgym's subclass, which b
 by a call instead of Hydra) playing the ``teamgym_episode`` loop (the same loop as on GPUs),
 served by :class:`~teamgym.adapters.cpu.server.LocalModelServer` in
 place of vLLM (:mod:`.rollout`); the update uses VERL's ``core_algos`` with AdamW in place
-of the FSDP actor (:mod:`.grpo`), after a supervised format warm-up (:mod:`.warmup`).
+of the FSDP actor (:mod:`.grpo`), after a supervised format warm-up (:mod:`.warmup`). One
+model plays every trained seat, or each policy of ``args.policy`` its own seats
+(:mod:`.policies`: a model, optimiser and update each, the reward still shared).
 Every step is checkpointed and guarded (:mod:`.run_state`); ``resume=True`` continues a
 killed run. Reads top to bottom: one :class:`TrainArgs`, one :func:`train`, which hands each
 part the slice of the settings it uses (``args.rollout``, ``args.update``, ...).
@@ -20,8 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from teamgym.adapters.cpu.args import EvalArgs, GuardArgs, TrainArgs
-from teamgym.adapters.cpu.grpo import grpo_update, load_learner
+from teamgym.adapters.cpu.args import (
+    EvalArgs,
+    GuardArgs,
+    TrainArgs,
+    check_policies,
+    env_agents,
+)
+from teamgym.adapters.cpu.grpo import grpo_update
+from teamgym.adapters.cpu.policies import Policies, policy_starts
 from teamgym.adapters.cpu.rollout import (
     build_batch,
     check_prompt_length,
@@ -32,7 +41,13 @@ from teamgym.adapters.cpu.rollout import (
     rollout_metrics,
 )
 from teamgym.adapters.cpu.run_state import RunDir, guard
-from teamgym.adapters.cpu.warmup import START_FILE, format_warmup, warm_up, warmup_examples
+from teamgym.adapters.cpu.warmup import (
+    START_FILE,
+    format_warmup,
+    warm_up,
+    warm_up_policies,
+    warmup_examples,
+)
 from teamgym.adapters.prometheus import record_exporter
 from teamgym.envs.seeds import train_seeds, update_seed
 
@@ -48,23 +63,32 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
 
     from teamgym.adapters.verl.workers import TeamAgentLoopWorker
 
+    agents = env_agents(args)
+    seats = check_policies(args, agents)  # before anything is written
     run = RunDir(args.out)
     run.start(args)
     rollout, update = args.rollout, args.update
     check_prompt_length(rollout, AutoTokenizer.from_pretrained(args.model))
 
-    # 0. format warm-up (once): the model GRPO starts from
-    start_model = warm_up(args.warmup, args.evaluation, run.path, tuple(args.eval_partners))
+    # 0. format warm-up (once): the model GRPO starts from (or each policy's start)
+    eval_partners = tuple(args.eval_partners)
+    starts: str | dict[str, str]
+    if seats:  # each policy warmed up on its own seats' turns
+        starts = warm_up_policies(
+            args.warmup, policy_starts(args), seats, args.evaluation, run.path, eval_partners
+        )
+    else:
+        starts = warm_up(args.warmup, args.evaluation, run.path, eval_partners)
 
-    # 1. VERL's composed config; the policy, a frozen reference, the optimiser; a resumed state
+    # 1. VERL's composed config; each policy, its frozen reference and optimiser; a resumed state
     cfg = compose_config(rollout, run.path, update)
-    tokenizer = AutoTokenizer.from_pretrained(start_model)
+    tokenizer = AutoTokenizer.from_pretrained(starts if isinstance(starts, str) else args.model)
     actor_cfg = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
-    learner = load_learner(start_model, update, actor_cfg, args.seed)
-    state, history, rng = _resumed(run, args, learner)
+    policies = Policies.load(args, starts, agents, actor_cfg)
+    state, history, rng = _resumed(run, args, policies)
 
-    # 2. VERL's agent-loop worker on a local server of the policy; the Prometheus exporter
-    worker = TeamAgentLoopWorker(cfg, local_server(learner.policy, tokenizer, args.seed))
+    # 2. VERL's agent-loop worker on local servers of the policies; the Prometheus exporter
+    worker = TeamAgentLoopWorker(cfg, local_server(policies.models(), tokenizer, args.seed))
     export = record_exporter(args.metrics_port)
     rollouts = args.episodes_per_step * args.group_size  # episodes a step plays
 
@@ -77,37 +101,38 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
             batch = build_batch(
                 rollout, train_seeds(rng, args.episodes_per_step), "train", args.group_size
             )
-            learner.policy.eval()
+            policies.eval()
             out = asyncio.run(worker.generate_sequences(batch))
 
-            # 4. VERL's algorithms: GRPO advantage, clipped policy loss, KL, entropy
-            losses = grpo_update(
-                learner, out, update, seed=update_seed(args.seed, step), lr=state.lr, step=step
-            )
+            # 4. VERL's algorithms: GRPO advantage, clipped policy loss, KL, entropy; each
+            # policy on its own seats' trajectories
+            losses = policies.update(out, update, update_seed(args.seed, step), state.lr, step)
 
             # 5. metrics, monitors, checkpoints
             seconds = time.perf_counter() - start
             record = step_record(step, out, losses, state.lr, seconds, rollouts, args.kl_target)
             record["cpu_seconds"] = time.process_time() - cpu_start  # all threads: ~ cores x wall
             if args.evaluation.due(step, args.steps):
-                record |= _held_out(learner, tokenizer, args.evaluation, tuple(args.eval_partners))
-            if event := guard(args.guard, state, record, learner, run):
+                record |= _held_out(policies, tokenizer, args.evaluation, eval_partners)
+            if event := guard(args.guard, state, record, policies, run):
                 record["guard"] = event
-            run.finish_step(record, learner, state, rng)
+            run.finish_step(record, policies, state, rng)
             history.append(record)
             export(record)
             description = f"GRPO success {record['success']:.2f} KL {record['kl']:.3f}"
             bar.update(task, advance=1, description=description)
 
-    _finish(history, run.path, args.guard, learner, tokenizer)
+    _finish(history, run.path, args.guard, policies, tokenizer)
     return history
 
 
-def _resumed(run: RunDir, args: TrainArgs, learner: Any) -> tuple[Any, list[dict[str, Any]], Any]:
+def _resumed(
+    run: RunDir, args: TrainArgs, policies: Policies
+) -> tuple[Any, list[dict[str, Any]], Any]:
     """(state, the steps' records so far, the seed draws' generator) of a fresh or resumed
-    run, the learner restored and its stable checkpoint set."""
-    state, history = run.resume(args, learner)
-    run.start_stable(learner, state)
+    run, the policies restored and their stable checkpoint set."""
+    state, history = run.resume(args, policies)
+    run.start_stable(policies, state)
     rng = np.random.default_rng(args.seed)
     if state.rng is not None:
         rng.bit_generator.state = state.rng
@@ -115,20 +140,25 @@ def _resumed(run: RunDir, args: TrainArgs, learner: Any) -> tuple[Any, list[dict
 
 
 def _held_out(
-    learner: Any, tokenizer: Any, evaluation: EvalArgs, eval_partners: tuple[str, ...] = ()
+    policies: Policies, tokenizer: Any, evaluation: EvalArgs, eval_partners: tuple[str, ...] = ()
 ) -> dict[str, Any]:
-    """The greedy policy's held-out figures (:func:`held_out_figures`) as ``eval_*`` keys."""
-    figures = held_out_figures(learner.policy, tokenizer, evaluation, eval_partners)
+    """The greedy policies' held-out figures (:func:`held_out_figures`, every policy in its
+    seats) as ``eval_*`` keys."""
+    figures = held_out_figures(policies.models(), tokenizer, evaluation, eval_partners)
     return {f"eval_{key}": value for key, value in figures.items()}
 
 
 def _finish(
-    history: list[dict[str, Any]], path: Path, watch: GuardArgs, learner: Any, tokenizer: Any
+    history: list[dict[str, Any]],
+    path: Path,
+    watch: GuardArgs,
+    policies: Policies,
+    tokenizer: Any,
 ) -> None:
-    """The curve, and the final policy where ``checkpoint:DIR`` finds it (``path/policy``)."""
+    """The curve, and the final policies where ``checkpoint:DIR`` finds them (``path/policy``,
+    or ``path/policies/NAME``)."""
     plot_curve(history, path / "curve.png", watch)
-    learner.policy.save_pretrained(path / "policy", safe_serialization=True)
-    tokenizer.save_pretrained(path / "policy")
+    policies.save(path, tokenizer)
 
 
 def step_record(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,14 @@ from teamgym.adapters.cpu.rollout import held_out_figures
 from teamgym.envs.lineup import Lineup
 from teamgym.envs.seeds import warmup_seeds
 
-__all__ = ["START_FILE", "format_warmup", "warm_up", "warmup_examples"]
+__all__ = [
+    "START_FILE",
+    "format_warmup",
+    "record_start",
+    "warm_up",
+    "warm_up_policies",
+    "warmup_examples",
+]
 
 START_FILE = "start.json"
 """Without a warm-up: the start model's held-out figures (the curve's step 0)."""
@@ -40,7 +48,7 @@ def warm_up(
     from transformers import AutoTokenizer
 
     if warmup.steps <= 0:
-        _record_start(warmup.rollout.model, evaluation, run, eval_partners)
+        record_start(warmup.rollout.model, evaluation, run, eval_partners)
         return warmup.rollout.model
     model_dir = run / "warmup_model"
     if not (model_dir / "config.json").exists():
@@ -58,17 +66,74 @@ def warm_up(
     return str(model_dir)
 
 
-def _record_start(
-    model_dir: str, evaluation: EvalArgs, run: Path, eval_partners: tuple[str, ...] = ()
+def warm_up_policies(
+    warmup: WarmupArgs,
+    starts: dict[str, str],
+    seats: dict[str, tuple[str, ...]],
+    evaluation: EvalArgs,
+    run: Path,
+    eval_partners: tuple[str, ...] = (),
+) -> dict[str, str]:
+    """:func:`warm_up` for a run's policies: each policy (``starts``: name -> its model
+    directory, or ``lora:RANK``) learns from its own ``seats``' turns only (the teachers play
+    every trained seat, as for one model) into ``run/warmup_models/NAME`` (trained once, its
+    loss and time in ``NAME.json`` beside it); ``warmup.json`` records each policy's and the
+    held-out figures of all of them seated together. Returns each policy's start for GRPO
+    (without a warm-up, ``starts``, whose held-out figures go to ``start.json``; a ``lora:``
+    policy plays as ``warmup.rollout.model``)."""
+    from teamgym.adapters.cpu.args import lora_rank
+
+    base = warmup.rollout.model
+    if warmup.steps <= 0:
+        plays = {n: base if lora_rank(s) is not None else s for n, s in starts.items()}
+        by_seat = {seat: plays[name] for name in starts for seat in seats[name]}
+        record_start(by_seat, evaluation, run, eval_partners)
+        return dict(starts)
+    folder = run / "warmup_models"
+    dirs = {name: str(folder / name) for name in starts}
+    for name, start in starts.items():
+        if (folder / name / "config.json").exists():
+            continue  # warmed up before the run was stopped
+        began, cpu_began = time.perf_counter(), time.process_time()
+        own = replace(warmup, rollout=replace(warmup.rollout, model=start), seats=seats[name])
+        info: dict[str, Any] = format_warmup(own, folder / name)
+        info["seconds"] = time.perf_counter() - began
+        info["cpu_seconds"] = time.process_time() - cpu_began
+        (folder / f"{name}.json").write_text(json.dumps(info, indent=2) + "\n")
+    if not (run / "warmup.json").exists():
+        from transformers import AutoTokenizer
+
+        summary: dict[str, Any] = {"teacher": warmup.teacher}
+        if warmup.teachers:
+            summary["agent_teachers"] = dict(warmup.teachers)
+        summary["policies"] = {
+            name: json.loads((folder / f"{name}.json").read_text()) for name in starts
+        }
+        by_seat = {seat: dirs[name] for name in starts for seat in seats[name]}
+        tokenizer = AutoTokenizer.from_pretrained(base)
+        held_out = held_out_figures(by_seat, tokenizer, evaluation, eval_partners)
+        summary["eval_success"], summary["eval"] = held_out["success"], held_out
+        (run / "warmup.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return dirs
+
+
+def record_start(
+    model_dir: str | dict[str, str],
+    evaluation: EvalArgs,
+    run: Path,
+    eval_partners: tuple[str, ...] = (),
 ) -> None:
     """Without a warm-up, the held-out figures of the model GRPO starts from (a pretrained
-    model as prompted), once, in ``start.json``: the curve's step 0."""
+    model as prompted; with policies, ``{agent: its policy's start}``), once, in
+    ``start.json``: the curve's step 0."""
     from transformers import AutoTokenizer
 
     path = run / START_FILE
     if not evaluation.every or path.exists():
         return
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(
+        model_dir if isinstance(model_dir, str) else evaluation.rollout.model
+    )
     held_out = held_out_figures(model_dir, tokenizer, evaluation, eval_partners)
     info = {"model": model_dir, "eval_success": held_out["success"], "eval": held_out}
     path.write_text(json.dumps(info, indent=2) + "\n")
@@ -86,7 +151,8 @@ def warmup_examples(
 
     The trained agents' replies end as the trainer's rollouts end: cut after the first of
     ``rollout.stop``, and under ``forced_moves="auto"`` a turn with a single valid action is
-    the forced move (the trainer plays it without the model) and no example. A ``checkpoint:``
+    the forced move (the trainer plays it without the model) and no example; with
+    ``warmup.seats`` (one policy's), only those agents' turns are examples. A ``checkpoint:``
     teacher answers greedily (its held-out replies) within ``rollout.max_reply_tokens`` and
     ``rollout.prompt_length`` under the same rules."""
     from teamgym.envs import make
@@ -122,7 +188,7 @@ def warmup_examples(
                 move = forced_reply(infos[a].get("valid_actions", ())) if forced else None
                 replies[a] = move if move is not None else cut_at_stop(reply, rollout.stop)
                 chats[a].append({"role": "user", "content": obs[a]})
-                if move is None:
+                if move is None and (not warmup.seats or a in warmup.seats):
                     examples.append(_example(tokenizer, chats[a], replies[a], context))
                 chats[a].append({"role": "assistant", "content": replies[a]})
             obs, _, _, _, new = env.step(replies)

@@ -7,7 +7,9 @@ errored count, and two fingerprints: ``fingerprint``, the SHA-256 of the episode
 seed order (the same number ``teamgym baselines`` prints for the same seeds), and
 ``trajectories``, a hash of the episodes' trajectory hashes; a setting played by an LLM agent
 also gets ``llm`` (replies, prompt and generated tokens per episode, successes per 1 000
-generated tokens, from its results' ``llm`` counts). :func:`write_report` writes
+generated tokens, from its results' ``llm`` counts); with the run's trajectories, each setting
+gets ``actions``: the distinct legal actions its agent chose and which of its seats did the same
+in every episode whatever they saw (:mod:`teamgym.benchmarks.choices`). :func:`write_report` writes
 ``summary.json``, ``report.md`` (with what success means in each env, :func:`success_criteria`)
 and the plots (:func:`figures`, each with its caption); :func:`compare_runs` says, episode by
 episode, whether two runs reproduced each other; :func:`paired_compare` tests whether agent A beats
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from teamgym.benchmarks.choices import setting_choices
 from teamgym.benchmarks.intervals import RANGES, interval_name, mean_ci, wilson
 from teamgym.benchmarks.plots import PANELS, caption, write_plots
 from teamgym.benchmarks.results import JsonLines, latest_by_key
@@ -61,13 +64,28 @@ def episodes(n: int) -> str:
 
 
 def load_run(run_dir: str | Path) -> dict[str, dict[str, Any]]:
-    """The latest result of every episode of a run directory, by key."""
+    """The latest result of every episode of a run directory, by key. Labels are stored as
+    each line was written; the episodes of one setting are all given the label of its newest
+    line, so a run resumed after its labels changed (a newer teamgym naming a model where an
+    older one wrote its path, an edited ``label:``) reads as one agent."""
     path = Path(run_dir) / "results.jsonl"
     if not path.is_file():
         raise FileNotFoundError(
             f"{run_dir} has no results.jsonl: pass a directory written by `teamgym bench run`"
         )
-    return latest_by_key(JsonLines(path).load(repair=False))
+    records = JsonLines(path).load(repair=False)
+    results = latest_by_key(records)
+    newest = {r.get("config_hash"): r for r in records}
+    for key, record in results.items():
+        last = newest[record.get("config_hash")]
+        names = {f: last[f] for f in _NAMES if f in record and f in last}
+        if any(record[f] != name for f, name in names.items()):
+            results[key] = {**record, **names}
+    return results
+
+
+_NAMES = ("agent", "group", "partner")
+"""The fields of a result line that name its setting's agents (labels)."""
 
 
 def _hash(obj: Any) -> str:
@@ -174,6 +192,24 @@ def llm_table(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
+def fixed_lines(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Markdown list items naming each setting's fixed seats and its most chosen actions (none
+    if no setting has a fixed seat)."""
+    out = []
+    for r in rows:
+        choices = r.get("actions")
+        if choices and choices["fixed"]:
+            top = ", ".join(f"`{a}` ({n} of {choices['chosen']})" for a, n in choices["top"])
+            args = _args(r["kwargs"])
+            where = f"{r['env_id']} {args}" if args else r["env_id"]
+            fixed = ", ".join(choices["fixed"])
+            out.append(
+                f"- {where}, {r['agent']}: fixed {fixed} (of {len(choices['seats'])} seats); "
+                f"most chosen {top or 'none'}"
+            )
+    return ["", *out] if out else []
+
+
 def _fmt(stat: Mapping[str, Any], pct: bool = False) -> str:
     mean = stat["mean"]
     if mean is None:
@@ -195,21 +231,51 @@ SUMMARY_COLUMNS = (
     "collab.",
     "comm.",
     "invalid",
+    "actions",
     "gini",
     "fingerprint",
 )
 """Columns of the terminal and Markdown tables: collab. = collaboration index, comm. =
-messages per agent-step, invalid = invalid replies per agent-step, gini = contribution Gini."""
+messages per agent-step, invalid = invalid replies per agent-step, actions = distinct legal
+actions chosen (:data:`ACTIONS_NOTE`), gini = contribution Gini."""
+
+ACTIONS_NOTE = (
+    "actions: the distinct legal actions the agent under test chose (all its seats, steps and "
+    "ok episodes); fixed k/n: k of the n seats it played replied alike at each step in every ok "
+    "episode (the same legal action, or an invalid reply, and the same message), though the "
+    "episodes differed: nothing those seats observed changed what they did, as with a constant "
+    "policy"
+)
+"""What the ``actions`` column says (:mod:`teamgym.benchmarks.choices`), under the tables."""
 
 
 def columns_and_rows(rows: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
-    """:data:`SUMMARY_COLUMNS` and :func:`table_rows`, without ``args`` when no setting has any."""
+    """:data:`SUMMARY_COLUMNS` and :func:`table_rows`, without ``args`` when no setting has any
+    and without ``actions`` when no setting has its choices (a run without trajectories,
+    ``teamgym baselines``)."""
+    rows = list(rows)
     cells = table_rows(rows)
     columns = list(SUMMARY_COLUMNS)
-    if not any(row[1] for row in cells):
-        columns.pop(1)
-        cells = [row[:1] + row[2:] for row in cells]
+    shown = {"args": any(row[1] for row in cells), "actions": _has_choices(rows)}
+    drop = [SUMMARY_COLUMNS.index(name) for name, on in shown.items() if not on]
+    for i in sorted(drop, reverse=True):
+        columns.pop(i)
+        cells = [row[:i] + row[i + 1 :] for row in cells]
     return columns, cells
+
+
+def _has_choices(rows: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether any summary row carries ``actions`` (what its agent chose)."""
+    return any(r.get("actions") for r in rows)
+
+
+def _actions(choices: Mapping[str, Any] | None) -> str:
+    """The ``actions`` cell: ``3``, or ``3 fixed 1/2`` (one of its two seats fixed); ``-``
+    when unknown."""
+    if not choices:
+        return "-"
+    fixed, seats = len(choices["fixed"]), len(choices["seats"])
+    return f"{choices['distinct']}" + (f" fixed {fixed}/{seats}" if fixed else "")
 
 
 def table_rows(rows: Iterable[Mapping[str, Any]]) -> list[list[str]]:
@@ -232,6 +298,7 @@ def table_rows(rows: Iterable[Mapping[str, Any]]) -> list[list[str]]:
                 _fmt(r["collaboration_index"]),
                 _fmt(r["communication_frequency"]),
                 _fmt({**r["invalid_action_rate"], "ci": False}, pct=True),
+                _actions(r.get("actions")),
                 _fmt(r["contribution_gini"]),
                 r["fingerprint"] or "-",
             ]
@@ -257,6 +324,9 @@ def _markdown(run_dir: Path, rows: list[dict[str, Any]], plots: list[str], meta:
     columns, cells = columns_and_rows(rows)
     lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(row) + " |" for row in cells]
+    if _has_choices(rows):
+        lines += ["", ACTIONS_NOTE[0].upper() + ACTIONS_NOTE[1:] + "."]
+        lines += fixed_lines(rows)
     lines += llm_table(rows)
     lines += ["", "## What success means", "", "| env | success |", "|---|---|"]
     criteria = success_criteria(r["env_id"] for r in rows)
@@ -286,7 +356,12 @@ def write_report(run_dir: str | Path) -> Report:
     run_dir = Path(run_dir)
     meta_path = run_dir / "run.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-    rows = summarise(load_run(run_dir), meta.get("settings", ()))
+    results = load_run(run_dir)
+    rows = summarise(results, meta.get("settings", ()))
+    choices = setting_choices(run_dir, results)
+    for row in rows:
+        if row["config_hash"] in choices:
+            row["actions"] = choices[row["config_hash"]]
     summary = {
         "suite_name": meta.get("suite_name"),
         "suite_hash": meta.get("suite_hash"),

@@ -23,6 +23,7 @@ into :class:`Job` s, one per episode, each with a stable ``key`` that names it i
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import itertools
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from teamgym.adapters.agents import AgentSpec
+from teamgym.adapters.agents.kinds import distinct_labels
 from teamgym.benchmarks.suite_agents import (
     ALL_BASELINES,
     SuiteError,
@@ -276,6 +278,7 @@ def parse_suite(
         settings.extend(
             _entry_settings(entry, at, default_episodes, default_seed, default_agents, typed)
         )
+    settings = _distinct_labels(settings)
     seen: dict[str, str] = {}
     for s in settings:
         if s.config_hash in seen:
@@ -287,6 +290,19 @@ def parse_suite(
     return Suite(
         str(raw.get("name", "suite")), str(raw.get("description", "")), tuple(settings), dict(raw)
     )
+
+
+def _distinct_labels(settings: list[Setting]) -> list[Setting]:
+    """The settings with two models of one name told apart in their labels
+    (:func:`~teamgym.adapters.agents.kinds.distinct_labels`), agents and partners alike."""
+    specs = [spec for s in settings for spec in (s.agent, s.partner) if spec is not None]
+    labelled = iter(distinct_labels(specs))
+    out = []
+    for s in settings:
+        agent = next(labelled)
+        partner = next(labelled) if s.partner is not None else None
+        out.append(dataclasses.replace(s, agent=agent, partner=partner))
+    return out
 
 
 def _entry_settings(

@@ -91,11 +91,14 @@ def success_table(criteria: Mapping[str, str]) -> Table:
 def print_summary(console: Console, rows: Sequence[Mapping[str, Any]], title: str) -> None:
     """Summary rows (``teamgym.benchmarks.report.summarise``'s) as ``bench run`` prints them,
     with what success means in each env under them; ``teamgym baselines`` prints the same."""
-    from teamgym.benchmarks.report import columns_and_rows
+    from teamgym.benchmarks.report import ACTIONS_NOTE, columns_and_rows
     from teamgym.envs.describe import success_criteria
 
     table = Table(title=escape(title), box=box.SIMPLE_HEAD, pad_edge=False)
     columns, cells = columns_and_rows(rows)
+    if "actions" in columns:
+        table.caption = escape(ACTIONS_NOTE)
+        table.caption_justify = "left"
     for col in columns:
         left = col in ("env", "args", "agent", "fingerprint")
         table.add_column(col, justify="left" if left else "right", no_wrap=col != "args")

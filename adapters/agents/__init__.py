@@ -18,7 +18,9 @@ from teamgym.adapters.agents.kinds import (
     RunAgent,
     agent_kinds,
     build_agent,
+    distinct_labels,
     get_agent_kind,
+    model_name,
     parse_agent_spec,
     register_agent_kind,
 )
@@ -33,7 +35,9 @@ __all__ = [
     "RunAgent",
     "agent_kinds",
     "build_agent",
+    "distinct_labels",
     "get_agent_kind",
+    "model_name",
     "parse_agent_spec",
     "register_agent_kind",
 ]

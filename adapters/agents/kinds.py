@@ -24,16 +24,21 @@ string form and default label, and its builder. :func:`parse_agent_spec` and
 :func:`build_agent` read nothing else; the LLM kinds share
 :class:`~teamgym.adapters.agents.chat.SamplingOptions`.
 
+An agent's default label is its string form, but a model directory (``transformers:DIR``,
+``checkpoint:DIR``) is labelled by the model's name, not its path: ``transformers:smollm2``
+(:func:`model_name`); :func:`distinct_labels` tells apart two models of one name in a suite.
+
 An agent that cannot answer (a dead server after its retries, a reply that never came) raises
 :class:`AgentError`; the runner marks that episode ``errored`` with the reason and goes on.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
@@ -42,6 +47,7 @@ from teamgym.adapters.agents.chat import DEFAULT_MAX_PROMPT_TOKENS, SamplingOpti
 from teamgym.envs.baselines import Policy, make_baseline
 from teamgym.envs.lineup import Lineup, resolve_spec
 from teamgym.envs.registration import load_entry_point
+from teamgym.names import CHECKPOINT_PREFIX
 
 __all__ = [
     "AgentError",
@@ -53,7 +59,9 @@ __all__ = [
     "RunAgent",
     "agent_kinds",
     "build_agent",
+    "distinct_labels",
     "get_agent_kind",
+    "model_name",
     "parse_agent_spec",
     "register_agent_kind",
 ]
@@ -133,7 +141,8 @@ class AgentKind:
     """Every other option, in the order error messages list them, with its default (the
     agent reads it with :meth:`AgentSpec.option`; None where the agent decides)."""
     prefix: str
-    """The string form's prefix (``openai:``); the default label is ``prefix + required``."""
+    """The string form's prefix (``openai:``); the default label is ``prefix + required``
+    (with a model directory named, :attr:`model`)."""
     build: str | Callable[[AgentSpec, str], RunAgent]
     """Builds the run-wide agent of a spec for an env id: a callable, or a lazy
     ``"module:attr"`` entry point naming one (the LLM kinds: their extras load when an agent is
@@ -145,11 +154,25 @@ class AgentKind:
     reach: frozenset[str] = frozenset()
     """Options that only change how the agent is reached (address, key, concurrency,
     timeouts): left out of :meth:`AgentSpec.config`, so they never change a fingerprint."""
+    model: Callable[[Mapping[str, Any]], str | None] | None = None
+    """The model directory a spec's (completed) options name, if any (``transformers:DIR``,
+    ``checkpoint:DIR``): the default label then ends with the model's name, not its path."""
 
     @property
     def options(self) -> tuple[str, ...]:
         """Every option a spec of this kind may set besides ``kind`` and ``label``."""
         return (self.required, *self.defaults)
+
+    def default_label(self, options: Mapping[str, Any], depth: int = 0) -> str:
+        """The label of a spec that sets none: its string form, ``prefix + required``, with a
+        model directory's path replaced by :func:`model_name` (``depth`` > 0: by the path's last
+        ``depth`` parts, what :func:`distinct_labels` falls back to)."""
+        string = f"{self.prefix}{options[self.required]}"
+        path = self.model(options) if self.model is not None else None
+        if not path or not string.endswith(path):
+            return string
+        shown = "/".join(Path(path).parts[-depth:]) if depth else model_name(path)
+        return string.removesuffix(path) + shown
 
 
 _KINDS: dict[str, AgentKind] = {}
@@ -195,7 +218,62 @@ def parse_agent_spec(spec: str | Mapping[str, Any]) -> AgentSpec:
         raise ValueError(f"agent kind {kind.name!r} needs {kind.required!r}")
     if kind.resolve is not None:
         kind.resolve(options)
-    return AgentSpec(kind.name, str(label or f"{kind.prefix}{options[kind.required]}"), options)
+    return AgentSpec(kind.name, str(label or kind.default_label(options)), options)
+
+
+def model_name(path: str | Path) -> str:
+    """What a model directory is called in labels: the ``name`` of its ``teamgym_model.json``
+    (``teamgym model import smollm2`` writes ``smollm2``), else the directory's own name. Read
+    once when a spec is parsed; a missing or unreadable manifest is no error here (building the
+    agent reports a missing model)."""
+    from teamgym.adapters.agents.pretrained import MANIFEST
+
+    path = Path(path)
+    try:
+        name = json.loads((path / MANIFEST).read_text(encoding="utf-8")).get("name")
+    except (OSError, ValueError, AttributeError):
+        name = None
+    if isinstance(name, str) and name.strip() and "\n" not in name:
+        return name.strip()
+    return path.name or str(path)
+
+
+def distinct_labels(specs: Sequence[AgentSpec]) -> list[AgentSpec]:
+    """``specs`` with each set of model agents that share a default label but not a model
+    directory (two imports named ``smollm2``, ``a/model`` and ``b/model``) labelled by the
+    fewest trailing parts of their paths that tell them apart (``transformers:a/model``). A
+    spec given its own ``label``, or one the same agent as another (same config), is kept."""
+    first: dict[str, AgentSpec] = {}
+    for spec in specs:
+        first.setdefault(_identity(spec), spec)
+    by_label: dict[str, list[AgentSpec]] = {}
+    for spec in first.values():
+        by_label.setdefault(spec.label, []).append(spec)
+    renamed: dict[str, str] = {}
+    for same in by_label.values():
+        kinds = [get_agent_kind(s.kind) for s in same]
+        paths = [k.model(s.options) if k.model else None for k, s in zip(kinds, same, strict=True)]
+        models = [
+            (s, k, p)
+            for s, k, p in zip(same, kinds, paths, strict=True)
+            if p is not None and s.label == k.default_label(s.options)
+        ]
+        if len({p for _, _, p in models}) < 2:
+            continue
+        deepest = max(len(Path(p).parts) for _, _, p in models)
+        for depth in range(1, deepest + 1):
+            labels = {p: k.default_label(s.options, depth) for s, k, p in models}
+            if len(set(labels.values())) == len(labels):
+                break
+        renamed.update({_identity(s): labels[p] for s, _, p in models})
+    return [
+        replace(s, label=renamed[_identity(s)]) if _identity(s) in renamed else s for s in specs
+    ]
+
+
+def _identity(spec: AgentSpec) -> str:
+    """One agent's identity: its label and config (kind and options), canonically."""
+    return json.dumps([spec.label, spec.config()], sort_keys=True, default=str)
 
 
 def _parse_string(spec: str) -> AgentSpec:
@@ -308,8 +386,23 @@ _OPENAI_DEFAULTS: dict[str, Any] = {
     **_SAMPLING,
 }
 
+
+def _checkpoint_dir(options: Mapping[str, Any]) -> str | None:
+    """The directory of a ``checkpoint:DIR`` baseline; None for a scripted one."""
+    name = str(options["name"])
+    return name.removeprefix(CHECKPOINT_PREFIX) if name.startswith(CHECKPOINT_PREFIX) else None
+
+
 register_agent_kind(
-    AgentKind("baseline", "name", {}, "", BaselineAgent, resolve=_resolve_checkpoint)
+    AgentKind(
+        "baseline",
+        "name",
+        {},
+        "",
+        BaselineAgent,
+        resolve=_resolve_checkpoint,
+        model=_checkpoint_dir,
+    )
 )
 register_agent_kind(
     AgentKind(
@@ -331,6 +424,7 @@ register_agent_kind(
         "transformers:",
         "teamgym.adapters.agents.transformers_agent:build",
         resolve=_resolve_path,
+        model=lambda options: str(options["path"]),
     )
 )
 

@@ -275,7 +275,8 @@ def test_bench_run_cli_writes_report_and_plots(tmp_path: Path) -> None:
 
 def test_no_trajectories_writes_the_results_alone(tmp_path: Path) -> None:
     """``--no-trajectories`` (issue 39: the smoke run wrote a 34 MB file the README did not
-    name) writes no ``trajectories.jsonl``; the results and their hashes are those of a full run."""
+    name) writes no ``trajectories.jsonl``; the results and their hashes are those of a full run
+    (whose summary adds what each agent chose, read from the trajectories)."""
     runs = {}
     for name, extra in (("full", ()), ("lean", ("--no-trajectories",))):
         out = tmp_path / name
@@ -285,6 +286,8 @@ def test_no_trajectories_writes_the_results_alone(tmp_path: Path) -> None:
         runs[name] = json.loads((out / "summary.json").read_text())
     assert not (tmp_path / "lean" / "trajectories.jsonl").exists()
     assert (tmp_path / "full" / "trajectories.jsonl").stat().st_size > 0
+    chosen = [row.pop("actions") for row in runs["full"]["rows"]]
+    assert all(c["distinct"] > 0 for c in chosen) and len(chosen) == 4
     assert runs["lean"]["rows"] == runs["full"]["rows"]
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from teamgym.benchmarks.choices import Choices
 from teamgym.envs.baselines import make_baseline
 from teamgym.envs.lineup import run_episode
 from teamgym.envs.metrics import EpisodeMetrics
@@ -100,6 +101,11 @@ def summarise(
     )
 
 
+def _events(infos: dict[str, Any]) -> dict[str, Any]:
+    """Each agent's events of one step, as ``bench run`` keeps them in its trajectories."""
+    return {a: i.get("events", []) for a, i in infos.items()}
+
+
 def run_baselines(
     env_ids: Sequence[str],
     episodes: int = 50,
@@ -107,7 +113,8 @@ def run_baselines(
     env_kwargs: dict[str, Any] | None = None,
     on_episode: Callable[[], None] | None = None,
 ) -> list[BaselineResult]:
-    """Every baseline of every env in ``env_ids`` on seeds ``seed .. seed + episodes - 1``."""
+    """Every baseline of every env in ``env_ids`` on seeds ``seed .. seed + episodes - 1``,
+    with what each chose (the ``actions`` of ``bench run``'s table, from the same steps)."""
     results = []
     for env_id in env_ids:
         names = ["random", *spec(env_id).baselines]
@@ -115,10 +122,25 @@ def run_baselines(
             env = make(env_id, **(env_kwargs or {}))
             policy = make_baseline(env_id, name, seed=seed)
             metrics, seeds = [], episode_seeds(seed, episodes)
+            choices, hashes = Choices(), set()
             for episode_seed in seeds:
-                metrics.append(run_episode(env, policy, seed=episode_seed))
+                steps: list[dict[str, Any]] = []
+                metrics.append(
+                    run_episode(
+                        env,
+                        policy,
+                        seed=episode_seed,
+                        on_step=lambda actions, infos, steps=steps: steps.append(
+                            {"actions": actions, "events": _events(infos)}
+                        ),
+                    )
+                )
+                choices.add(steps, frozenset(env.possible_agents))
+                hashes.add(hashlib.sha256(json.dumps(steps, default=str).encode()).hexdigest())
                 if on_episode is not None:
                     on_episode()
             env.close()
-            results.append(summarise(env_id, name, metrics, list(seeds), env_kwargs))
+            result = summarise(env_id, name, metrics, list(seeds), env_kwargs)
+            result.summary["actions"] = choices.summary(hashes)
+            results.append(result)
     return results

@@ -37,7 +37,7 @@ from typing import Any
 
 from teamgym.envs.parsing import normalize_action, parse_reply
 
-__all__ = ["replies", "setting_choices"]
+__all__ = ["Choices", "replies", "setting_choices"]
 
 _TOP = 3
 
@@ -74,8 +74,9 @@ def replies(
 
 
 @dataclass
-class _Setting:
-    """One setting's choices, accumulated episode by episode."""
+class Choices:
+    """One setting's choices, accumulated episode by episode (:meth:`add`), then summarised
+    (:meth:`summary`: the ``actions`` field of its summary row)."""
 
     counts: Counter[str] = field(default_factory=Counter)
     """Legal actions chosen, by action."""
@@ -87,6 +88,8 @@ class _Setting:
     episodes: int = 0
 
     def add(self, steps: list[Mapping[str, Any]], seats: frozenset[str]) -> None:
+        """One episode's steps (each with its ``actions`` and ``events``); ``seats``: those the
+        agent under test played."""
         self.episodes += 1
         self.seats |= seats
         for t, step in enumerate(steps):
@@ -99,6 +102,7 @@ class _Setting:
                     self.varied.add(seat)
 
     def summary(self, hashes: set[str]) -> dict[str, Any]:
+        """The summary; ``hashes``: the episodes' trajectory hashes (``fixed`` needs two)."""
         differed = self.episodes >= 2 and len(hashes) >= 2
         return {
             "distinct": len(self.counts),
@@ -138,7 +142,7 @@ def setting_choices(
     ok = {key: r for key, r in results.items() if r.get("status") == "ok"}
     if not ok or not path.is_file():
         return {}
-    settings: dict[str, _Setting] = {}
+    settings: dict[str, Choices] = {}
     seen: set[str] = set()
     for line in _last_lines(path):
         try:
@@ -153,7 +157,7 @@ def setting_choices(
         others = set(record.get("teammates") or ()) | set(record.get("partner_seats") or ())
         steps = trajectory.get("steps") or []
         seats = frozenset(a for step in steps for a in step.get("actions", {}) if a not in others)
-        settings.setdefault(record["config_hash"], _Setting()).add(steps, seats)
+        settings.setdefault(record["config_hash"], Choices()).add(steps, seats)
     by_setting: dict[str, list[Mapping[str, Any]]] = {}
     for record in ok.values():
         by_setting.setdefault(record["config_hash"], []).append(record)

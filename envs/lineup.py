@@ -141,9 +141,15 @@ class Lineup:
         return agent in self.policies
 
 
-def run_episode(env: Any, policies: Policy | Mapping[str, Policy], seed: int) -> EpisodeMetrics:
+def run_episode(
+    env: Any,
+    policies: Policy | Mapping[str, Policy],
+    seed: int,
+    on_step: Callable[[dict[str, Any], dict[str, Any]], None] | None = None,
+) -> EpisodeMetrics:
     """Play one episode of a text env with ``policies`` (one for all agents, or per agent):
-    each distinct policy is bound and reset by :class:`Lineup` (streams from 0)."""
+    each distinct policy is bound and reset by :class:`Lineup` (streams from 0);
+    ``on_step(actions, infos)`` sees each step's replies and the env's infos."""
     obs, infos = env.reset(seed=seed)
     per_agent = (
         policies if isinstance(policies, Mapping) else dict.fromkeys(env.possible_agents, policies)
@@ -154,6 +160,8 @@ def run_episode(env: Any, policies: Policy | Mapping[str, Policy], seed: int) ->
     while env.agents:
         actions = {a: lineup.act(a, obs[a], last_info[a]) for a in env.agents}
         obs, rewards, _, _, infos = env.step(actions)
+        if on_step is not None:
+            on_step(actions, infos)
         last_info.update(infos)
         tracker.step(rewards, infos)
     return tracker.metrics()

@@ -125,16 +125,11 @@ def run_baselines(
             choices, hashes = Choices(), set()
             for episode_seed in seeds:
                 steps: list[dict[str, Any]] = []
-                metrics.append(
-                    run_episode(
-                        env,
-                        policy,
-                        seed=episode_seed,
-                        on_step=lambda actions, infos, steps=steps: steps.append(
-                            {"actions": actions, "events": _events(infos)}
-                        ),
-                    )
-                )
+
+                def keep(actions: dict[str, Any], infos: dict[str, Any], steps=steps) -> None:
+                    steps.append({"actions": actions, "events": _events(infos)})
+
+                metrics.append(run_episode(env, policy, seed=episode_seed, on_step=keep))
                 choices.add(steps, frozenset(env.possible_agents))
                 hashes.add(hashlib.sha256(json.dumps(steps, default=str).encode()).hexdigest())
                 if on_episode is not None:

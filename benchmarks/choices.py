@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -87,7 +87,7 @@ class Choices:
     """Seats that replied differently at some step in two episodes."""
     episodes: int = 0
 
-    def add(self, steps: list[Mapping[str, Any]], seats: frozenset[str]) -> None:
+    def add(self, steps: Sequence[Mapping[str, Any]], seats: frozenset[str]) -> None:
         """One episode's steps (each with its ``actions`` and ``events``); ``seats``: those the
         agent under test played."""
         self.episodes += 1

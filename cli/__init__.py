@@ -42,6 +42,7 @@ from teamgym.cli import (
     play,
     serve,
     train,
+    verl_alternate,
     verl_bench,
     verl_data,
     verl_kl_watch,
@@ -63,6 +64,7 @@ COMMANDS = (
     verl_bench,
     verl_kl_watch,
     train,
+    verl_alternate,
     learn_bench,
     model,
 )

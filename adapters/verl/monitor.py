@@ -22,7 +22,7 @@ KL_KEYS = ("actor/kl_loss", "actor/ppo_kl")
 #: A validation figure of a partner's data source (``<env>/with:<partner>``, as
 #: ``teamgym verl-data --val-partner`` names them): verl logs ``val-aux/<source>/<metric>/mean@N``.
 _PARTNER_KEY = re.compile(
-    r"val-(?:aux|core)/(?P<env>[^/]+)/with:(?P<partner>[^/]+)/(?P<metric>success|score)/mean@\d+"
+    r"val-(?:aux|core)/(?P<env>[^/]+)/with:(?P<partner>[^/]+)/(?P<metric>success|score|team_return)/mean@\d+"
 )
 
 

@@ -228,6 +228,63 @@ def test_linear_layers_keep_weights(run_python: Callable[..., Any], tmp_path: Pa
     assert original == VLLM_PROCESS_WEIGHTS, f"the patch wraps not vLLM's method:\n{original}"
 
 
+#: What patch 5 stands in for (``GPUModelRunner._bookkeeping_sync``, vLLM 0.27.1).
+VLLM_REWIND = """
+    for i in discard_sampled_tokens_req_indices:
+        gen = self.input_batch.generators.get(int(i))
+        if gen is not None:
+            gen.set_offset(gen.get_offset() - 4)
+"""
+
+
+@needs_vllm
+def test_pin_vllm_rewinds_generators_by_offset() -> None:
+    """Patch 5 pin: vLLM still rewinds a discarded sample's generator by its Philox offset."""
+    runner = _package_file("vllm", "v1/worker/gpu_model_runner.py")
+    assert VLLM_REWIND in _def_source(runner, "GPUModelRunner._bookkeeping_sync")
+
+
+@needs_vllm
+def test_seeded_requests_survive_chunked_prefill(
+    run_python: Callable[..., Any], vllm_model_dir: Path
+) -> None:
+    """Patch 5 for real, in vLLM's CPU engine: a seeded request whose prompt is prefilled in
+    chunks samples, and samples the same tokens alone (4 chunks) as beside other prompts
+    (chunked otherwise); vLLM's own rewind, restored, kills the engine on the same request."""
+    code = HELPERS + textwrap.dedent(f"""
+        import {PLUGIN}
+        from vllm import LLM, SamplingParams
+        from vllm.v1.worker.cpu_model_runner import CPUModelRunner as R
+        llm = LLM(model={str(vllm_model_dir)!r}, dtype="float32", enforce_eager=True, seed=0,
+                  max_model_len=256, max_num_batched_tokens=32, enable_chunked_prefill=True)
+        restored = []
+        patched = R._bookkeeping_sync
+        def counting(self, *a, **k):
+            restored.append(len(self._teamgym_saved))
+            return patched(self, *a, **k)
+        R._bookkeeping_sync = counting
+        long = {{"prompt_token_ids": [5 + i % 50 for i in range(100)]}}
+        short = {{"prompt_token_ids": [7, 8, 9, 10, 11, 12]}}
+        seeded = SamplingParams(temperature=1.0, seed=3, max_tokens=12, ignore_eos=True)
+        other = SamplingParams(temperature=1.0, seed=4, max_tokens=12, ignore_eos=True)
+        alone = llm.generate([long], seeded, use_tqdm=False)[0].outputs[0].token_ids
+        beside = llm.generate([short, long, short], [other, seeded, other], use_tqdm=False)
+        out = {{"alone": list(alone), "beside": list(beside[1].outputs[0].token_ids),
+               "restored": sum(restored)}}
+        R._sample = R._sample.__closure__[R._sample.__code__.co_freevars.index("sample")].cell_contents
+        R._bookkeeping_sync = patched.__closure__[
+            patched.__code__.co_freevars.index("bookkeeping")].cell_contents
+        out["unpatched"] = attempt(lambda: llm.generate([long], seeded, use_tqdm=False))
+        print("RESULT " + json.dumps(out))
+    """)
+    env = {**PROD_ENV, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    out = _result(run_python(code, env=env, timeout=600))
+    assert len(out["alone"]) == 12, f"the seeded request sampled {out['alone']}"
+    assert out["restored"] >= 6, f"{out['restored']} discarded draws undone: no chunked prefill?"
+    assert out["beside"] == out["alone"], "chunked otherwise, the seeded request sampled otherwise"
+    assert "does not use offset" in out["unpatched"], f"without the patch: {out['unpatched']}"
+
+
 def test_after_import_hook(
     cpu_host: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

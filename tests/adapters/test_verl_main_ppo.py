@@ -329,6 +329,83 @@ def test_main_ppo_trains_with_frozen_partners_and_logs_self_play_and_cross_play(
     assert figures["gap"] == pytest.approx(mine - theirs)
 
 
+def _weights(model_dir: Path) -> dict[str, Any]:
+    """A Hugging Face model directory's tensors, in float32."""
+    from safetensors.torch import load_file
+
+    tensors: dict[str, Any] = {}
+    for path in sorted(model_dir.glob("*.safetensors")):
+        tensors.update({k: v.float() for k, v in load_file(path).items()})
+    assert tensors, f"no safetensors in {model_dir}"
+    return tensors
+
+
+@pytest.mark.slow
+def test_verl_alternate_trains_a_model_per_seat_on_stock_verl(vllm_model_dir, tmp_path) -> None:
+    """Issue 61, item 2: ``teamgym verl-alternate``'s runs, one round of two policies (robot_0's
+    and robot_1's), one ``main_ppo`` step each. Each run trains only its policy's seat (every
+    trained trajectory is that seat's, every model token one vLLM generated), verl saves its
+    weights as a Hugging Face model and they changed; the second run's partner is the first
+    run's trained weights, and its validation plays both of that policy's versions (before and
+    after its round), which verl logs per partner."""
+    import pandas as pd
+
+    from teamgym.adapters.verl.alternate import Alternation, crossplay_table
+
+    logs: dict[str, str] = {}
+
+    def launch(model: Path, data: Path, run: Path, overrides: list[str]) -> int:
+        rc, logs[run.name] = _run_main_ppo(
+            model, data, run, *VLLM, "data.train_batch_size=2",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=2", "data.val_batch_size=4",
+            "trainer.test_freq=1", *overrides,
+        )  # fmt: skip
+        return -1 if rc is None else rc
+
+    alternation = Alternation(
+        "signal-v0",
+        {"speaker": ("robot_0",), "listener": ("robot_1",)},
+        {"speaker": vllm_model_dir, "listener": vllm_model_dir},
+        tmp_path / "alternate",
+        rounds=1,
+        steps=1,
+        train_episodes=2,
+        val_episodes=4,
+        env_kwargs={"num_rounds": 2},
+    )
+    try:
+        alternation.run(launch)
+    except RuntimeError:
+        raise AssertionError("\n".join(f"{k}:\n{v[-5000:]}" for k, v in logs.items())) from None
+    first, second = alternation.runs
+    assert (first["policy"], second["policy"]) == ("speaker", "listener")
+    start = _weights(vllm_model_dir)
+    for record, seat in ((first, "0"), (second, "1")):
+        run = Path(record["run_dir"])
+        trained = [r for r in _jsonl(run / "train_batch.jsonl") if not r["key"].startswith("pad")]
+        assert {r["key"].split("_")[1] for r in trained} == {seat}, record["policy"]
+        assert len(trained) == 2 * 2  # 1 step x 2 episodes x n=2
+        assert assert_token_continuity(run) >= len(trained)
+        (step,) = _steps(run).values()
+        assert step["actor/grad_norm"] > 0
+        weights = _weights(Path(record["weights"]))
+        assert weights.keys() == start.keys()
+        changed = [k for k in start if not start[k].equal(weights[k])]
+        assert changed, f"{record['policy']}'s weights are the start's"
+    data = pd.read_parquet(Path(second["run_dir"]) / "data" / "train" / "train.parquet")
+    partners = {json.loads(i["partner"])["path"] for i in data["extra_info"]}
+    assert partners == {first["weights"]}, "the listener trained beside the trained speaker"
+    table = crossplay_table(alternation.out, "signal-v0")
+    assert [(run, p) for run, p, _ in table] == [
+        ("speaker@1", "listener@0"), ("listener@1", "speaker@0"), ("listener@1", "speaker@1"),
+    ]  # fmt: skip
+    assert all(figures.keys() == {"success", "score", "team_return"} for *_, figures in table)
+    assert json.loads((alternation.out / "alternation.json").read_text())["runs"] == [
+        first,
+        second,
+    ]
+
+
 @pytest.mark.slow
 def test_main_ppo_team_grpo_through_vllm_survives_a_crash_and_padding_and_learns(
     vllm_model_dir, episode_dataset_dir, tmp_path

@@ -234,3 +234,28 @@ def test_verl_data_partner_mistakes_are_usage_errors(flags, message, capsys, tmp
     assert cli.main([*argv, *flags]) == 2
     assert message in _one_line(capsys.readouterr().out)
     assert not (out_dir / "train.parquet").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--policy", "a=robot_0", "--model", "m"], "must seat every agent of signal-v1 once"),
+        (["--policy", "a=robot_0", "--policy", "b=robot_9", "--model", "m"], "robot_9"),
+        (["--policy", "a=robot_0", "--policy", "a=robot_1", "--model", "m"], "each name once"),
+        (["--policy", "a=robot_0", "--policy", "b=robot_1"], "no model for a, b"),
+        (
+            ["--policy", "a=robot_0", "--policy", "b=robot_1", "--policy-model", "c=m"],
+            "--policy-model names no --policy: c",
+        ),
+    ],
+)
+def test_verl_alternate_refuses_policies_that_do_not_seat_the_team(
+    extra: list[str], message: str, tmp_path
+) -> None:
+    """``teamgym verl-alternate`` checks its policies before any run: one error line, exit 2,
+    nothing written."""
+    out = tmp_path / "alt"
+    proc = _teamgym("verl-alternate", "--env", "signal-v1", "--out", str(out), *extra)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in _one_line(proc.stdout + proc.stderr) and "Traceback" not in proc.stderr
+    assert not out.exists()

@@ -13,8 +13,8 @@ memory, nothing on disk; each module names the code it replaces and why, and
    places each FSDP rank on a logical ``GPU`` (``+ray_kwargs.ray_init.num_gpus=N``): verl's
    resource pools count GPUs.
 2. :mod:`.gloo`: plain ``gloo`` where verl builds a backend string torch rejects.
-3. and 4. :mod:`.vllm_cpu`: verl finds the CPU build's version; vLLM's CPU linear layers keep
-   the weights verl's sync loads into.
+3. to 5. :mod:`.vllm_cpu`: verl finds the CPU build's version; vLLM's CPU linear layers keep
+   the weights verl's sync loads into; seeded requests survive chunked prefill.
 
 :mod:`.shm` removes what vLLM's processes leave in ``/dev/shm`` (the train entry's ``--cpu``
 calls it after the run). On a GPU host none of this is loaded.
@@ -28,6 +28,7 @@ from teamgym.adapters.verl.cpu_host.vllm_cpu import (
     after_import,
     answer_vllm_version,
     keep_cpu_linear_weights,
+    rewind_cpu_generators,
 )
 
 __all__ = ["DEVICE_MODULE", "PLUGIN_ENV", "PlatformCPU", "install"]
@@ -41,11 +42,14 @@ PLUGIN_ENV = {
 
 
 def install() -> None:
-    """Apply patches 2-4 in this process (the platform registers at import). vLLM's layers are
-    patched when vLLM's linear layers are imported, so verl's other processes never import vLLM."""
+    """Apply patches 2-5 in this process (the platform registers at import). vLLM's modules are
+    patched when they are first imported, so verl's other processes never import vLLM."""
     plain_gloo_groups()
     answer_vllm_version()
     after_import("vllm.model_executor.layers.linear", lambda _: keep_cpu_linear_weights())
+    after_import(
+        "vllm.v1.worker.cpu_model_runner", lambda m: rewind_cpu_generators(m.CPUModelRunner)
+    )
 
 
 install()

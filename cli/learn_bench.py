@@ -64,6 +64,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="marl: weight of the team score in each learner's reward, 0 to 1 (default 0: its "
         "own reward)",
     )
+    p.add_argument(
+        "--per-seat",
+        action="store_true",
+        help="team: phase 2 with a model per seat (the speaker's and the listener's), beside "
+        "the shared model's run in the same --out",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -76,6 +82,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise CommandError(
             f"--sharing applies to marl; the {args.stage} stage sets its own rewards"
         )
+    if getattr(args, "per_seat", False) and args.stage != TEAM:
+        raise CommandError(f"--per-seat applies to team; the {args.stage} stage trains one model")
     runners = {ALL: _run_all, SHARING: _run_sharing, TEAM: _run_team, MARL: _run_marl}
     with bad_input(RunSettingsError):
         return runners.get(args.stage, _run_stage)(args, out, console)
@@ -127,7 +135,13 @@ def _run_team(args: argparse.Namespace, out: str, console: Console) -> int:
     the final speaker sends for each target."""
     from teamgym.benchmarks.learn.team import DESCRIPTION, run_team
 
-    summary = run_team(out, seed=args.seed, steps=args.steps, progress=not args.quiet)
+    summary = run_team(
+        out,
+        seed=args.seed,
+        steps=args.steps,
+        progress=not args.quiet,
+        per_seat=getattr(args, "per_seat", False),
+    )
     console.print(f"learn-bench team: {DESCRIPTION}")
     for phase in summary["phases"]:
         evals = ", ".join(f"{v:.2f}" for _, v in phase["evals"])

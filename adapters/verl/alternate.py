@@ -217,7 +217,7 @@ def crossplay_table(out: Path, env_id: str) -> list[tuple[str, str, dict[str, fl
     for record in runs:
         metrics = Path(record["run_dir"]) / "metrics.jsonl"
         logged = [r.get("data", {}) for r in log_records(metrics)] if metrics.is_file() else []
-        last = next((d for d in reversed(logged) if crossplay_figures(d)), {})
+        last: dict[str, Any] = next((d for d in reversed(logged) if crossplay_figures(d)), {})
         figures: dict[str, dict[str, float]] = {}
         for metric in CROSSPLAY_METRICS:
             partners = crossplay_figures(last, metric).get(env_id, {}).get("partners", {})

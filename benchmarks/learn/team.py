@@ -36,13 +36,16 @@ from teamgym.benchmarks.learn.base import (
     summarize,
 )
 from teamgym.envs.lineup import Lineup
+from teamgym.envs.metrics import EpisodeTracker
 from teamgym.envs.seeds import eval_seeds
 from teamgym.names import CHECKPOINT_PREFIX
 
 __all__ = [
     "DESCRIPTION",
     "FIRST",
+    "PER_SEAT",
     "TEAM",
+    "final_models",
     "phase_args",
     "plot_team",
     "prior_figures",
@@ -78,40 +81,58 @@ TEAM = replace(
     lr=3e-4,
     steps=40,
 )
+#: Phase 2's policies with a model per seat (``learn-bench team --per-seat``, issue 61): the
+#: speaker's and the listener's, each its own model, optimiser and update.
+PER_SEAT = {"speaker": (SPEAKER,), "listener": (LISTENER_AGENT,)}
 #: Held-out episodes whose speaker messages ``summary.json`` reports.
 WORD_EPISODES = 64
 #: Held-out first turns on which the speaker's prior on the target is measured.
 PRIOR_EPISODES = 128
 
 
-def phase_args(root: Path, seed: int, model_dir: Path) -> list[TrainArgs]:
+def phase_args(root: Path, seed: int, model_dir: Path, per_seat: bool = False) -> list[TrainArgs]:
     """Both phases' settings: phase 1 from ``model_dir`` into ``root/listener``, phase 2 from
-    phase 1's policy into ``root/both``, its warm-up replaying phase 1's listener."""
+    phase 1's policy into ``root/both``, its warm-up replaying phase 1's listener; ``per_seat``:
+    phase 2 into ``root/both-per-seat`` with a policy per seat (:data:`PER_SEAT`), both starting
+    from phase 1's policy."""
     first = replace(FIRST, model=str(model_dir), out=str(root / "listener"), seed=seed)
     policy = root / "listener" / "policy"
     both = replace(
         TEAM,
         model=str(policy),
-        out=str(root / "both"),
+        out=str(root / ("both-per-seat" if per_seat else "both")),
         seed=seed,
         warmup_teachers={LISTENER_AGENT: f"{CHECKPOINT_PREFIX}{policy}"},
+        policy={name: list(seats) for name, seats in PER_SEAT.items()} if per_seat else {},
     )
     return [first, both]
 
 
-def speaker_words(policy: str | Path, args: TrainArgs, episodes: int = 64) -> dict[str, Any]:
-    """The final model playing both agents greedily on held-out seeds, replies cut at the stop
-    strings as in training: how often a message reaches the listener, how often the speaker's
-    action is a legal one, and the messages delivered for each target (the names the env uses,
-    or a code of the team's own?)."""
+def final_models(run: str | Path) -> dict[str, Path]:
+    """``{agent: its final model}`` of a phase-2 run: the shared ``policy``, or each seat's
+    ``policies/NAME``."""
+    run = Path(run)
+    if (run / "policy" / "config.json").exists():
+        return {SPEAKER: run / "policy", LISTENER_AGENT: run / "policy"}
+    return {seat: run / "policies" / name for name, (seat,) in PER_SEAT.items()}
+
+
+def speaker_words(
+    models: str | Path | dict[str, Path], args: TrainArgs, episodes: int = 64
+) -> dict[str, Any]:
+    """The final model (or ``{agent: model}``) playing both agents greedily on held-out seeds,
+    replies cut at the stop strings as in training: how often a message reaches the listener,
+    how often the speaker's action is a legal one, the messages delivered for each target (the
+    names the env uses, or a code of the team's own?) and the held-out success."""
     from teamgym.envs import make
 
     env = make(args.env, **args.env_kwargs)
-    # one policy, the model, in every seat; it resets with the episode's number (the training
-    # rule: first_stream=None), though greedy replies do not depend on it
+    by_seat = models if isinstance(models, dict) else dict.fromkeys(env.possible_agents, models)
+    # the policies in their seats; each resets with the episode's number (the training rule:
+    # first_stream=None), though greedy replies do not depend on it
     players = Lineup.build(
         args.env,
-        dict.fromkeys(env.possible_agents, f"{CHECKPOINT_PREFIX}{policy}"),
+        {agent: f"{CHECKPOINT_PREFIX}{by_seat[agent]}" for agent in env.possible_agents},
         share=True,
         first_stream=None,
         max_reply_tokens=args.max_reply_tokens,
@@ -119,13 +140,23 @@ def speaker_words(policy: str | Path, args: TrainArgs, episodes: int = 64) -> di
         forced_moves=args.forced_moves,
     ).bind(env)
     words: dict[str, Counter[str]] = {}
-    talked = legal = 0
+    talked = legal = won = 0
     for k, episode_seed in enumerate(eval_seeds(0, episodes)):
         obs, infos = env.reset(seed=episode_seed)
         players.reset(k)
         target = _line_after(obs[SPEAKER], "The target is: ") or "?"
+        tracker = EpisodeTracker(env.possible_agents)
         replies = {a: players.act(a, obs[a], infos[a]) for a in env.agents}
-        obs, _, _, _, infos = env.step(replies)
+        obs, rewards, _, _, infos = env.step(replies)
+        tracker.step(rewards, infos)
+        first = (obs, infos)
+        while env.agents:  # the rest of the episode: the listener's pick
+            later = {a: players.act(a, obs[a], infos[a]) for a in env.agents}
+            obs, rewards, _, _, later_infos = env.step(later)
+            tracker.step(rewards, later_infos)
+            infos = {**infos, **later_infos}
+        won += tracker.metrics().success
+        obs, infos = first
         events = infos[LISTENER_AGENT]["events"]
         sent = any(e["type"] == "message" and e["sender"] == SPEAKER for e in events)
         talked += sent
@@ -137,6 +168,7 @@ def speaker_words(policy: str | Path, args: TrainArgs, episodes: int = 64) -> di
         "episodes": episodes,
         "communication_frequency": talked / episodes,
         "legal_speaker_actions": legal / episodes,
+        "success": won / episodes,
         "words": {t: dict(c.most_common()) for t, c in sorted(words.items())},
     }
 
@@ -217,8 +249,11 @@ def prior_figures(probs: np.ndarray, targets: list[int]) -> dict[str, Any]:
 
 
 def _warmed(run: Path) -> Path:
-    """The phase's warm-up model, or the model it started from when it had no warm-up."""
+    """The phase's warm-up model (the speaker's, with a model per seat), or the model it
+    started from when it had no warm-up."""
     model = run / "warmup_model"
+    if not (model / "config.json").exists():
+        model = run / "warmup_models" / "speaker"
     return (
         model
         if (model / "config.json").exists()
@@ -232,9 +267,15 @@ def _line_after(text: str, prefix: str) -> str | None:
 
 
 def run_team(
-    out: str | Path, seed: int = 0, progress: bool = True, steps: int | None = None
+    out: str | Path,
+    seed: int = 0,
+    progress: bool = True,
+    steps: int | None = None,
+    per_seat: bool = False,
 ) -> dict[str, Any]:
-    """Run (or resume) the two phases under ``out``; write and return ``summary.json``."""
+    """Run (or resume) the two phases under ``out``; write and return ``summary.json``
+    (``per_seat``: phase 2 with a model per seat, ``summary-per-seat.json``; phase 1 is the
+    same run, so both variants under one ``out`` share it)."""
     from teamgym.adapters.cpu.trainer import train
 
     root = Path(out)
@@ -242,7 +283,7 @@ def run_team(
     phases: list[dict[str, Any]] = []
     elapsed = build_seconds
     reached = None
-    plan = phase_args(root, seed, model_dir)
+    plan = phase_args(root, seed, model_dir, per_seat)
     for name, args in zip(("listener", "both"), plan, strict=True):
         if steps is not None:
             args = replace(args, steps=steps)
@@ -279,13 +320,15 @@ def run_team(
         "train_seconds": round(elapsed, 1),
         "warmup_speaker": {
             "before": speaker_prior(root / "listener" / "policy", plan[-1], PRIOR_EPISODES),
-            "after": speaker_prior(_warmed(root / "both"), plan[-1], PRIOR_EPISODES),
+            "after": speaker_prior(_warmed(Path(plan[-1].out)), plan[-1], PRIOR_EPISODES),
         },
-        "speaker": speaker_words(root / "both" / "policy", plan[-1], WORD_EPISODES),
+        "speaker": speaker_words(final_models(plan[-1].out), plan[-1], WORD_EPISODES),
+        "per_seat": per_seat,
         "machine": machine(),
     }
-    (root / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    plot_team(summary, root / "team.png")
+    suffix = "-per-seat" if per_seat else ""
+    (root / f"summary{suffix}.json").write_text(json.dumps(summary, indent=2) + "\n")
+    plot_team(summary, root / f"team{suffix}.png")
     return summary
 
 

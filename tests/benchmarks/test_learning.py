@@ -189,6 +189,38 @@ def test_team_curriculum_smoke(tmp_path, monkeypatch) -> None:
         [sys.executable, str(script), str(tmp_path / "seeds.png"), str(tmp_path)], check=True
     )
     assert (tmp_path / "seeds.png").read_bytes()[:4] == b"\x89PNG"
+    # a model per seat in phase 2, beside the shared run: phase 1 is not made again, each
+    # seat's final model plays its seat
+    phase_one = (tmp_path / "listener" / "metrics.jsonl").read_bytes()
+    per_seat = learn_team.run_team(tmp_path, seed=0, progress=False, steps=1, per_seat=True)
+    assert (tmp_path / "listener" / "metrics.jsonl").read_bytes() == phase_one
+    assert per_seat["per_seat"] and not summary["per_seat"]
+    assert per_seat["phases"][-1]["settings"]["policy"] == {
+        "speaker": ["robot_0"], "listener": ["robot_1"],
+    }  # fmt: skip
+    models = learn_team.final_models(tmp_path / "both-per-seat")
+    assert models == {
+        "robot_0": tmp_path / "both-per-seat" / "policies" / "speaker",
+        "robot_1": tmp_path / "both-per-seat" / "policies" / "listener",
+    }
+    assert all((m / "config.json").exists() for m in models.values())
+    written = json.loads((tmp_path / "summary-per-seat.json").read_text())
+    assert written == json.loads(json.dumps(per_seat))
+    assert (tmp_path / "team-per-seat.png").stat().st_size > 0
+    assert 0.0 <= per_seat["speaker"]["success"] <= 1.0
+    # the cross-play script pairs every run's speaker with every run's listener, both variants
+    crossplay = Path(__file__).parents[2] / "scripts" / "team_crossplay.py"
+    out = tmp_path / "crossplay"
+    runs = [str(tmp_path), str(tmp_path)]
+    subprocess.run(
+        [sys.executable, str(crossplay), str(out), *runs, "--episodes", "6"],
+        check=True,
+        capture_output=True,
+    )
+    pairs = json.loads(out.with_suffix(".json").read_text())
+    for variant, variant_summary in (("shared", summary), ("per-seat", per_seat)):
+        m = pairs[variant]["matrix"]  # one run twice: every cell is that run's own team
+        assert m == [[variant_summary["speaker"]["success"]] * 2] * 2, (variant, m)
     # another stage's settings under the same directory are refused, not resumed
     monkeypatch.setattr(learn_team, "TEAM", replace(learn_team.TEAM, **tiny, lr=1e-2))
     from teamgym.cli.common import CommandError

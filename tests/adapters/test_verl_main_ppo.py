@@ -356,7 +356,7 @@ def test_verl_alternate_trains_a_model_per_seat_on_stock_verl(vllm_model_dir, tm
 
     def launch(model: Path, data: Path, run: Path, overrides: list[str]) -> int:
         rc, logs[run.name] = _run_main_ppo(
-            model, data, run, *VLLM, "data.train_batch_size=2",
+            model, data, run, "--ranks=1", "--engine=vllm", "data.train_batch_size=2",
             "actor_rollout_ref.actor.ppo_mini_batch_size=2", "data.val_batch_size=4",
             "trainer.test_freq=1", *overrides,
         )  # fmt: skip

@@ -71,6 +71,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--cpu", action="store_true", help="the laptop recipe (vLLM's CPU build, no GPU)"
     )
     p.add_argument(
+        "--check-only",
+        action="store_true",
+        help="build the first run's data, check its main_ppo configuration (teamgym's checks "
+        "and verl's) and stop",
+    )
+    p.add_argument(
         "overrides",
         nargs=argparse.REMAINDER,
         metavar="-- OVERRIDES",
@@ -132,6 +138,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
             markup=False,
         )
 
+    if args.check_only:
+        code, run_dir = alternation.check(run_command(args.cpu, check_only=True))
+        log = (run_dir / "main_ppo.log").read_text(errors="replace").splitlines()
+        said_last = next((x for x in reversed(log) if x.startswith("teamgym:")), "")
+        if code != 0:
+            raise CommandError(f"the first run's configuration: {said_last or log[-1:]}")
+        console.print(f"{said_last} (round 1, {run_dir.name}; {run_dir})", markup=False)
+        return 0
     try:
         alternation.run(run_command(args.cpu), on_run=said)
     except RuntimeError as exc:

@@ -39,12 +39,14 @@ def hf_weights(checkpoints: Path, steps: int) -> Path:
     return checkpoints / f"global_step_{steps}" / "actor" / "huggingface"
 
 
-def run_command(cpu: bool) -> Launch:
+def run_command(cpu: bool, check_only: bool = False) -> Launch:
     """The launcher users run: ``python -m teamgym.adapters.verl.train`` (``--cpu``: the laptop
-    recipe) with the run's dataset and model, in a process of its own (its own Ray)."""
+    recipe; ``check_only``: its ``--check-only``) with the run's dataset and model, in a process
+    of its own (its own Ray), its output in the run's ``main_ppo.log``."""
+    flags = ["--cpu"] * cpu + ["--check-only"] * check_only
 
     def launch(model: Path, data: Path, run: Path, overrides: list[str]) -> int:
-        cmd = [sys.executable, "-m", "teamgym.adapters.verl.train", *(["--cpu"] * cpu)]
+        cmd = [sys.executable, "-m", "teamgym.adapters.verl.train", *flags]
         cmd += [f"teamgym.dataset_dir={data}", f"actor_rollout_ref.model.path={model}"]
         env = {**os.environ, "VERL_FILE_LOGGER_PATH": str(run / "metrics.jsonl")}
         with open(run / "main_ppo.log", "w") as log:
@@ -120,6 +122,23 @@ class Alternation:
         record |= {"start": str(start), "weights": str(weights), "run_dir": str(run)}
         if (weights / "config.json").is_file():
             return record | {"resumed": True}
+        code = self._launch(r, name, run, launch)
+        if code != 0 or not (weights / "config.json").is_file():
+            raise RuntimeError(
+                f"round {r}, policy {name}: main_ppo exited with {code} and "
+                f"{'saved' if weights.is_dir() else 'did not save'} {weights}; its log is in {run}"
+            )
+        return record
+
+    def check(self, launch: Launch) -> tuple[int, Path]:
+        """Build the first run's data and launch it once with ``launch`` (a launcher that only
+        checks: ``run_command(cpu, check_only=True)``); returns its exit code and folder."""
+        name = next(iter(self.policies))
+        run = self.out / "round-1" / name
+        return self._launch(1, name, run, launch), run
+
+    def _launch(self, r: int, name: str, run: Path, launch: Launch) -> int:
+        """Run (``r``, ``name``): its data, then ``launch`` from the policy's latest weights."""
         run.mkdir(parents=True, exist_ok=True)
         data, val_files = self._dataset(r, name, run / "data")
         overrides = [
@@ -131,13 +150,7 @@ class Alternation:
             f"trainer.experiment_name=round-{r}-{name}",
             *self.overrides,
         ]
-        code = launch(start, data, run, overrides)
-        if code != 0 or not (weights / "config.json").is_file():
-            raise RuntimeError(
-                f"round {r}, policy {name}: main_ppo exited with {code} and "
-                f"{'saved' if weights.is_dir() else 'did not save'} {weights}; its log is in {run}"
-            )
-        return record
+        return launch(self.latest()[name], data, run, overrides)
 
     def _dataset(self, r: int, name: str, out: Path) -> tuple[Path, list[Path]]:
         """Run (``r``, ``name``)'s rows: its seats trained, the other policies' seats played by

@@ -105,3 +105,39 @@ def test_one_policy_or_a_seat_in_two_is_refused(tmp_path) -> None:
             "signal-v0", {"a": ("robot_0",), "b": ("robot_0",)}, {"a": tmp_path, "b": tmp_path},
             tmp_path,
         )  # fmt: skip
+
+
+def test_the_command_as_typed_checks_its_first_run_with_teamgyms_and_verls_checks(
+    model_dir, tmp_path
+) -> None:
+    """``teamgym verl-alternate ... --cpu --check-only``: the launcher users run
+    (``python -m teamgym.adapters.verl.train --cpu --check-only``) on the first run's data and
+    overrides, which both teamgym's and verl's checks accept; a bad override is refused with
+    the train entry's own line, nothing trained."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("verl")
+    out = tmp_path / "alt"
+    base = [sys.executable, "-m", "teamgym", "verl-alternate", "--env", "signal-v0"]
+    base += ["--env-arg", "num_rounds=2", "--policy", "speaker=robot_0"]
+    base += ["--policy", "listener=robot_1", "--model", str(model_dir), "--out", str(out)]
+    base += ["--train-episodes", "4", "--val-episodes", "2", "--cpu", "--check-only", "--"]
+    sizes = ["data.train_batch_size=2", "actor_rollout_ref.rollout.agent.num_workers=1"]
+    proc = subprocess.run([*base, *sizes], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    said = " ".join(proc.stdout.split())
+    assert "teamgym: configuration valid" in said and "round 1, speaker" in said, said
+    log = (out / "round-1" / "speaker" / "main_ppo.log").read_text()
+    assert "All configuration checks passed" in log  # verl's own validator ran
+    assert not (out / "round-1" / "speaker" / "checkpoints").exists()
+    val = pd.read_parquet(out / "round-1" / "speaker" / "data" / "val-listener@0" / "val.parquet")
+    assert len(val) == 2
+    bad = subprocess.run(
+        [*base, *sizes, "actor_rollout_ref.actor.ppo_mini_batch_size=64"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert "teamgym: invalid configuration" in " ".join((bad.stdout + bad.stderr).split())

@@ -93,15 +93,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
         parse_policies,
         run_command,
     )
+    from teamgym.cli.train import policy_models
     from teamgym.envs import make
 
     kwargs = env_kwargs(args)
     check_env(args.env, kwargs)
     with bad_input(ValueError):
         policies = parse_policies(args.policy)
-        starts = dict(item.split("=", 1) for item in args.policy_model if "=" in item)
-        if len(starts) != len(args.policy_model):
-            raise ValueError("--policy-model takes NAME=DIR")
+        starts = policy_models(args)  # teamgym train's parser: NAME=DIR, each name once
         unknown = set(starts) - set(policies)
         if unknown:
             raise ValueError(f"--policy-model names no --policy: {', '.join(sorted(unknown))}")

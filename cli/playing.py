@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from teamgym.benchmarks.runner import RunProgress
     from teamgym.benchmarks.suites import Suite
 
-__all__ = ["EXIT_ERRORED", "RUN_EPILOG", "add_play_options", "play_suite", "print_report"]
+__all__ = ["EXIT_ERRORED", "RUN_EPILOG", "add_play_options", "pace", "play_suite", "print_report"]
 
 #: ``bench run``'s exit status when episodes errored (``bench compare`` uses 1, usage errors 2)
 EXIT_ERRORED = 3
@@ -112,12 +112,18 @@ class Live:
         if played % step and now - self.last < self.EVERY_S and played < self.todo:
             return
         self.last = now
-        speed = played / max(now - self.start, 1e-6)
         self.err.print(
-            f"{self.name}: {self.done}/{self.total} episodes, {speed:.1f} episodes/s"
+            f"{self.name}: {self.done}/{self.total} episodes, {pace(played, now - self.start)}"
             + (f", {live}" if live else ""),
             markup=False,
         )
+
+
+def pace(episodes: int, seconds: float) -> str:
+    """Episodes per second, or seconds per episode when that is under 1 (an LLM's pace)."""
+    if episodes and seconds / episodes > 1:
+        return f"{seconds / episodes:.0f} s/episode"
+    return f"{episodes / max(seconds, 1e-6):.1f} episodes/s"
 
 
 def add_play_options(p: argparse.ArgumentParser) -> None:

@@ -218,7 +218,14 @@ def _report(out: str, history: list[dict], console: Console) -> None:
     warmup = Path(out) / "warmup.json"
     if warmup.exists():
         info = json.loads(warmup.read_text())
-        models = f"{out}/warmup_models/NAME" if "policies" in info else f"{out}/warmup_model"
+        if "policies" in info:  # one warm-up model a policy
+            folder = Path(out) / "warmup_models"
+            names = (
+                sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+            )
+            models = ", ".join(f"{out}/warmup_models/{name}" for name in names)
+        else:
+            models = f"{out}/warmup_model"
         console.print(
             f"warm-up ({info.get('teacher', 'random')} teacher): held-out success "
             f"{info['eval_success']:.2f}; model at {models}"

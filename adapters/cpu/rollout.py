@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from teamgym.adapters.cpu.args import EvalArgs, RolloutArgs, UpdateArgs
+from teamgym.adapters.cpu.quiet import quiet_verl, silent_stdout
 from teamgym.envs.seeds import eval_seeds
 
 if TYPE_CHECKING:
@@ -202,6 +203,7 @@ def evaluate_metrics(
     trained agents only idled: :class:`~teamgym.envs.metrics.IdleCount`), each the mean over
     the trained agents' rows. ``model_dir_or_model`` may seat one model a seat
     (``{agent: model or directory}``, a run's policies: :func:`local_server`)."""
+    quiet_verl()  # before verl's first import
     from teamgym.adapters.verl.workers import TeamAgentLoopWorker
 
     run = Path(evaluation.out)
@@ -209,7 +211,8 @@ def evaluate_metrics(
     cfg = compose_config(evaluation.rollout, run)
     cfg.actor_rollout_ref.rollout.temperature = temperature
     cfg.actor_rollout_ref.rollout.val_kwargs.temperature = temperature  # before the worker reads it
-    worker = TeamAgentLoopWorker(cfg, local_server(model_dir_or_model, tokenizer, seed))
+    with silent_stdout():
+        worker = TeamAgentLoopWorker(cfg, local_server(model_dir_or_model, tokenizer, seed))
     seeds = eval_seeds(seed, evaluation.episodes)
     batch = build_batch(evaluation.rollout, seeds, "eval", 1)
     batch.meta_info["validate"] = True

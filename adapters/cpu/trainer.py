@@ -31,6 +31,7 @@ from teamgym.adapters.cpu.args import (
 )
 from teamgym.adapters.cpu.grpo import grpo_update
 from teamgym.adapters.cpu.policies import Policies, policy_starts
+from teamgym.adapters.cpu.quiet import quiet_verl, silent_stdout
 from teamgym.adapters.cpu.rollout import (
     build_batch,
     check_prompt_length,
@@ -59,6 +60,8 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
     main loop reads top to bottom, CleanRL style."""
     from rich.progress import Progress
     from transformers import AutoTokenizer
+
+    quiet_verl()  # before verl's first import
     from verl.utils.config import omega_conf_to_dataclass
 
     from teamgym.adapters.verl.workers import TeamAgentLoopWorker
@@ -88,7 +91,8 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
     state, history, rng = _resumed(run, args, policies)
 
     # 2. VERL's agent-loop worker on local servers of the policies; the Prometheus exporter
-    worker = TeamAgentLoopWorker(cfg, local_server(policies.models(), tokenizer, args.seed))
+    with silent_stdout():
+        worker = TeamAgentLoopWorker(cfg, local_server(policies.models(), tokenizer, args.seed))
     export = record_exporter(args.metrics_port)
     rollouts = args.episodes_per_step * args.group_size  # episodes a step plays
 

@@ -211,3 +211,50 @@ def test_an_unknown_option_names_the_closest_known_one(
         main(argv)
     err = " ".join(capsys.readouterr().err.split())
     assert exit_.value.code == 2 and expected in err, err
+
+
+def test_train_as_typed_prints_what_a_user_can_act_on(model_dir: Path, tmp_path: Path) -> None:
+    """``teamgym train`` with a policy per seat, as typed: none of verl's CPU-irrelevant warnings
+    (no accelerator, engines not installed, the dataset class per worker) reach the terminal,
+    the token-builder fallback shows at most once, and the report names each warm-up model."""
+    out = tmp_path / "r"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "teamgym",
+            "train",
+            "--model",
+            str(model_dir),
+            "--out",
+            str(out),
+            *("--env", "signal-v0"),
+            *(
+                "--env-arg",
+                "num_rounds=1",
+                "--env-arg",
+                "speaker=fixed",
+                "--env-arg",
+                "pick_by=name",
+            ),
+            *("--policy", "speaker=robot_0", "--policy", "listener=robot_1"),
+            *("--warmup-steps", "2", "--warmup-episodes", "4", "--steps", "1"),
+            *("--episodes-per-step", "2", "--group-size", "2", "--eval-episodes", "2", "--quiet"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    said = proc.stdout + proc.stderr
+    for noise in (
+        "engine is not available",
+        "No supported accelerator detected",
+        "is registered but not available",
+        "Using dataset class",
+    ):
+        assert noise not in said, noise
+    assert said.count("No model-specific Continuous Token builder") <= 1
+    flat = " ".join(said.split())  # the report's lines wrap at 150 columns off a terminal
+    assert f"{out}/warmup_models/listener, {out}/warmup_models/speaker" in flat
+    assert "warmup_models/NAME" not in said

@@ -216,3 +216,12 @@ def test_teamgym_warnings_are_one_line_without_python_source(tmp_path: Path, cap
     assert warning.startswith("warning: openai:gpt-4o names no server"), said.err
     assert "DefaultURLWarning" not in said.err and "kinds.py" not in said.err
     assert "no LLM server answers" in said.out
+
+
+def test_the_progress_pace_reads_as_seconds_per_episode_when_slow() -> None:
+    """An LLM's episodes take seconds each: "0.0 episodes/s" read as a hang (issue 60)."""
+    from teamgym.cli.playing import pace
+
+    assert pace(4, 135.0) == "34 s/episode"
+    assert pace(100, 2.0) == "50.0 episodes/s"
+    assert pace(0, 5.0) == "0.0 episodes/s"

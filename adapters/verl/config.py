@@ -1,19 +1,10 @@
 """Start-up checks of a VERL configuration for teamgym, and where our config files live.
 
-VERL's trainer splits a batch across agent-loop workers by plain chunking, sends the whole
-validation set as one batch, and several of its features drop, refill or split single rows
-(``filter_overlong_prompts``, DAPO's ``filter_groups``, ``sync_refill_failed_groups``, the async
-trainer modes, a ``gen_batch_size`` that cuts episodes); any of these can separate the agents
-of one episode. :func:`validate_config` refuses such a run up front with the setting and the fix
-in the message, after checking the parquet files VERL will load (``data.train_files``,
-``data.val_files``) against their ``manifest.json``; :func:`check_engine` refuses a rollout
-backend that is not installed; :func:`teamgym.adapters.verl.resources.check_resources` counts what
-Ray must reserve (TransferQueue, verl's GPU bundles) against the cluster; :func:`verl_validate` then runs VERL's own validator,
-the one ``main_ppo`` runs at start-up. A row is a whole episode, so VERL dropping or refilling
-rows keeps teams whole; what teamgym has not trained through (the legacy trainer, separate
-async pools), or cannot check (custom samplers, datasets, managers), is refused. Row changes
-VERL makes that teamgym handles (batch padding, failed groups) are described in
-:mod:`teamgym.adapters.verl.estimators`.
+A row is a whole episode, so VERL dropping or refilling rows keeps teams whole; what teamgym has
+not trained through or cannot check (custom samplers, datasets, managers) is refused, with the
+setting and the fix (docs: What start-up checks refuse). :func:`validate_config` runs teamgym's
+checks, :func:`check_engine` refuses an engine that is not installed, and :func:`verl_validate`
+runs VERL's own validator, the one ``main_ppo`` runs at start-up.
 """
 
 from __future__ import annotations
@@ -44,11 +35,9 @@ __all__ = [
     "TEAM_MANAGER",
     "TeamConfigError",
     "agent_loop_entry",
-    "agent_loop_settings",
     "check_engine",
     "check_padding",
     "check_row_changes",
-    "is_custom_sampler",
     "is_team_sampler",
     "poll_intervals",
     "train_manifest",
@@ -97,8 +86,6 @@ OmegaConf.register_new_resolver("teamgym.per_row", _trajectories_per_row, replac
 
 def train_manifest(cfg: DictConfig) -> Any:
     """The manifest beside the first of ``data.train_files`` (None when there is none)."""
-    import os.path
-
     files = cfg.data.get("train_files")
     first = files if isinstance(files, str) else next(iter(files), None) if files else None
     return dataset_manifest(os.path.dirname(str(first))) if first else None
@@ -112,13 +99,6 @@ def agent_loop_entry(cfg: DictConfig) -> dict[str, Any] | None:
         return None
     entries: Any = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
     return next((e for e in entries or [] if e.get("name") == EPISODE_LOOP_NAME), None)
-
-
-def agent_loop_settings(cfg: DictConfig) -> AgentLoopSettings | None:
-    """The settings of the ``teamgym_episode`` entry of the configured agent-loop YAML (None if
-    there is none); an unknown key raises ``TypeError``."""
-    entry = agent_loop_entry(cfg)
-    return None if entry is None else AgentLoopSettings.from_entry(entry)
 
 
 def _check_prompts(cfg: DictConfig, manifest: Any) -> list[str]:
@@ -147,11 +127,10 @@ def _check_prompts(cfg: DictConfig, manifest: Any) -> list[str]:
 def validate_config(
     cfg: DictConfig, check_data: bool = False, nodes: Sequence[dict[str, float]] | None = None
 ) -> list[str]:
-    """Check a composed VERL config for a teamgym run (with ``check_data``, also the parquet
-    files VERL will load, ``data.train_files`` and ``data.val_files``, against their manifests);
-    ``nodes``: the Ray cluster's, when connected (see :mod:`.resources`). Raises
-    :class:`TeamConfigError` with the fix, and returns warnings (also emitted) for choices that
-    run but are probably wrong."""
+    """Check a composed VERL config for a teamgym run (``check_data``: also the parquet files
+    VERL will load, against their manifests; ``nodes``: the Ray cluster's, when connected, see
+    :mod:`.resources`). Raises :class:`TeamConfigError` with the fix; returns the warnings it
+    emits, for choices that run but are probably wrong."""
     manifest = train_manifest(cfg)
     loop = _check_settings(cfg)
     check_row_changes(cfg)
@@ -194,10 +173,7 @@ def _check_estimator(cfg: DictConfig, estimator: str) -> None:
 
     correction = cfg.algorithm.get("rollout_correction") or {}
     rejection = None if correction.get("bypass_mode") else correction.get("rollout_rs")
-    try:
-        check_turn_estimator(estimator, rejection or None)
-    except ValueError as exc:
-        raise TeamConfigError(str(exc)) from None
+    check_turn_estimator(estimator, rejection or None)
 
 
 def check_engine(cfg: DictConfig) -> None:
@@ -235,7 +211,8 @@ def _check_settings(cfg: DictConfig) -> AgentLoopSettings:
     """The agent-loop YAML and the settings it cannot run with; returns the loop's settings."""
     rollout = cfg.actor_rollout_ref.rollout
     try:
-        loop = agent_loop_settings(cfg)
+        entry = agent_loop_entry(cfg)
+        loop = None if entry is None else AgentLoopSettings.from_entry(entry)
     except (TypeError, ValueError) as exc:  # an unknown key, a value out of range
         raise TeamConfigError(f"the agent-loop YAML: {exc}") from exc
     if loop is None:
@@ -259,8 +236,6 @@ def _check_settings(cfg: DictConfig) -> AgentLoopSettings:
     return loop
 
 
-# -- what VERL does to rows --------------------------------------------------------------------
-
 #: teamgym's agent-loop manager (:mod:`teamgym.adapters.verl.workers`: verl's v1 one, with
 #: the loop built by a call); the start-up checks accept it in ``agent_loop_manager_class``.
 TEAM_MANAGER = "teamgym.adapters.verl.workers.TeamAgentLoopManagerTQ"
@@ -278,19 +253,13 @@ def is_team_sampler(custom: Any) -> bool:
     return custom.get("path") == SAMPLER_PATH and custom.get("name") == SAMPLER_NAME
 
 
-def is_custom_sampler(custom: Any) -> bool:
-    """Whether verl uses a ``custom_sampler`` section: with both its path and name set
-    (``trainer_base._build_replay_buffer``), else it runs its own."""
-    return bool(custom.get("path") and custom.get("name"))
-
-
 def poll_intervals(kwargs: Any) -> tuple[float, float]:
     """(min, max) seconds between the replay buffer's polls, from ``sampler_kwargs``
-    (defaults 0.05 and 0.5); a ValueError unless 0 < min <= max."""
+    (defaults 0.05 and 0.5); a :class:`TeamConfigError` unless 0 < min <= max."""
     low = float(kwargs.get("min_poll_interval", 0.05))
     high = float(kwargs.get("max_poll_interval", 0.5))
     if not 0 < low <= high:
-        raise ValueError(
+        raise TeamConfigError(
             "trainer.v1.sampler.sampler_kwargs: need 0 < min_poll_interval <= "
             f"max_poll_interval, got {low} and {high}"
         )
@@ -321,12 +290,10 @@ def check_row_changes(cfg: DictConfig) -> None:
         )
     sampler = v1.get("sampler", {})
     custom = sampler.get("custom_sampler", {}) or {}
-    v1_sampler = is_custom_sampler(custom)
+    # verl uses a custom sampler with both its path and name set (_build_replay_buffer)
+    v1_sampler = bool(custom.get("path") and custom.get("name"))
     if v1_sampler and is_team_sampler(custom):
-        try:
-            poll_intervals(sampler.get("sampler_kwargs") or {})
-        except ValueError as exc:
-            raise TeamConfigError(str(exc)) from None
+        poll_intervals(sampler.get("sampler_kwargs") or {})
         if filter_groups.get("enable"):
             reward_model = cfg.reward.get("reward_model") or {}
             if reward_model.get("enable") and not reward_model.get("enable_resource_pool"):
@@ -358,11 +325,10 @@ def check_row_changes(cfg: DictConfig) -> None:
 
 
 def _check_filter_metric(metric: str, estimator: str) -> None:
-    """DAPO's ``algorithm.filter_groups.metric`` is an episode metric the episode loop writes
-    (verl reads it from every trajectory's ``reward_extra_info`` and raises mid-run, after the
-    first rollout, when a group lacks it), or ``reward`` under ``team_grpo``: verl's group is the
-    whole episode (every agent, every copy), whose summed ``rm_scores`` differ between agents
-    under reward sharing, while ``grpo``'s groups are one agent's copies."""
+    """DAPO's ``algorithm.filter_groups.metric`` is an episode metric the loop writes (verl raises
+    mid-run when a group's ``reward_extra_info`` lacks it), or ``reward`` under ``team_grpo``:
+    verl's group is the whole episode, whose summed ``rm_scores`` differ between agents under
+    reward sharing, while ``grpo``'s groups are one agent's copies."""
     from teamgym.adapters.verl.episode_loop import LOGGED_METRICS
 
     if metric == "reward" and estimator != "team_grpo":
@@ -382,10 +348,9 @@ def _check_filter_metric(metric: str, estimator: str) -> None:
 
 
 def check_padding(cfg: DictConfig, agents: int = 1) -> list[str]:
-    """The v1 trainer pads every batch to a multiple of lcm(data-parallel size, mini-batch
-    trajectories) with synthetic rows (zero advantage, see :mod:`.estimators`): refused when the
-    mini-batch is larger than the batch (most of each step would be padding), noted otherwise.
-    A batch of B rows holds B x ``agents`` (trained agents) trajectories per copy."""
+    """The v1 trainer pads every batch of B rows (B x ``agents`` trajectories per copy) to a
+    multiple of lcm(data-parallel size, mini-batch trajectories) with synthetic rows: refused when
+    the mini-batch is larger than the batch (most of each step would be padding), noted otherwise."""
     actor, rollout = cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.rollout
     rows, mini, n = int(cfg.data.train_batch_size), int(actor.ppo_mini_batch_size), int(rollout.n)
     batch = rows * agents  # trajectories per copy

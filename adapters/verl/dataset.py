@@ -1,18 +1,10 @@
 """Build the parquet files VERL's ``RLHFDataset`` reads: one row per episode seed.
 
-A row is played whole by the episode loop (``agent_name`` ``teamgym_episode``), which returns
-one trajectory per trained agent. ``extra_info`` holds the env id, env kwargs (JSON), seed,
-episode key, the trained agents (JSON list, the env's order), the teammates played by baseline
-policies or partners (JSON) and every trained agent's first messages (``prompts``, JSON: system,
-the env's instructions; user, its first observation); ``prompt`` is the longest of them
-(``RLHFDataset`` needs one). Train and validation seeds come from disjoint ranges: train below
-``EVAL_SEED_BASE``, validation from it upwards (:func:`teamgym.envs.seeds.dataset_seeds`).
-
-With ``tokenizer`` (the model's, a path or a Hub name), every prompt is measured as VERL's agent
-loop renders it (chat template with the generation prompt) and a dataset with a prompt over
-``max_prompt_length`` tokens is refused whole, rather than cut by VERL mid-run. The longest
-prompt is recorded in ``manifest.json`` so the train entry can check it against
-``data.max_prompt_length``.
+A row is played whole by the episode loop; its ``extra_info`` holds the episode (env, kwargs,
+seed, trained agents, teammates) and every trained agent's first messages (``prompts``), and its
+``prompt`` is the longest of them (``RLHFDataset`` needs one). With ``tokenizer`` (the model's), a
+dataset with a prompt over ``max_prompt_length`` tokens as VERL's agent loop renders it is refused
+whole, not cut by VERL mid-run; ``manifest.json`` records the longest, for the train entry's check.
 """
 
 from __future__ import annotations
@@ -117,10 +109,9 @@ def episode_rows(
     teammates: dict[str, str] | None = None,
     partners: PartnerPool | None = None,
 ) -> list[dict[str, Any]]:
-    """The dataset rows of the episodes ``seeds``, one per seed (see the module docstring).
-    Agents in ``teammates`` (agent -> spec) are played by the env's policies, not trained.
-    With ``partners``, each episode's partner seats go to the partner the pool picks for its
-    seed, written into ``teammates`` and ``partner``."""
+    """The dataset rows of the episodes ``seeds``, one per seed. Agents in ``teammates`` (agent ->
+    spec) are not trained; with ``partners``, each episode's partner seats go to the partner the
+    pool picks for its seed, written into ``teammates`` and ``partner``."""
     env = make(env_id, **{**env_kwargs, "obs_mode": "text"})
     kwargs_json = json.dumps(env_kwargs, sort_keys=True)
     teammates = dict(teammates or {})
@@ -197,11 +188,10 @@ def build_dataset(
     partners: PartnerPool | None = None,
     val_partners: PartnerPool | None = None,
 ) -> DatasetManifest:
-    """Write ``train.parquet``, ``val.parquet`` and ``manifest.json`` into ``out_dir`` (see the
-    module docstring); with ``tokenizer``, refuse
-    (:class:`PromptTooLongError`) prompts over ``max_prompt_length``. ``partners``: a pool for
-    the partner seats of every episode (``val_partners``: of the validation episodes instead,
-    e.g. partners held out of training)."""
+    """Write ``train.parquet``, ``val.parquet`` and ``manifest.json`` into ``out_dir``; with
+    ``tokenizer``, refuse prompts over ``max_prompt_length`` (:class:`PromptTooLongError`).
+    ``partners``: a pool for the partner seats of every episode (``val_partners``: of the
+    validation episodes instead, e.g. partners held out of training)."""
     import pandas as pd
 
     if train_episodes < 1 or val_episodes < 0:
@@ -283,7 +273,6 @@ def _file_list(files: Any) -> list[Path]:
 def _check_file(path: Path) -> tuple[DatasetManifest, int]:
     """One parquet file against the ``manifest.json`` beside it: its row count when it is the
     manifest's ``train``/``val`` file, and every episode's rows adjacent and complete."""
-
     import pyarrow.parquet as pq
 
     if not path.is_file():
@@ -325,10 +314,9 @@ def _check_file(path: Path) -> tuple[DatasetManifest, int]:
 
 def check_files(train_files: Any, val_files: Any = None) -> DatasetManifest:
     """Check the parquet files VERL will load (``data.train_files``, ``data.val_files``: a path
-    or a list) against the ``manifest.json`` beside each: row counts, and every episode's rows
-    adjacent and complete. Returns the first train file's
-    manifest with the row counts of all the files; raises :class:`DatasetMismatchError` saying
-    what differs."""
+    or a list) against the ``manifest.json`` beside each: row counts, every episode's rows
+    adjacent and complete. Returns the first train file's manifest with the row counts of all
+    the files; raises :class:`DatasetMismatchError` saying what differs."""
     train = [_check_file(p) for p in _file_list(train_files)]
     val = [_check_file(p) for p in _file_list(val_files)]
     if not train:

@@ -1,10 +1,5 @@
-"""One episode's env as the episode loop plays it.
-
-:class:`EpisodeEnv` builds the env with reward sharing and the scripted teammates (seeded by
-:class:`~teamgym.envs.lineup.Lineup`'s training rule), resets it with the episode seed, steps it
-with the trained agents' replies (the teammates' moves added, an absent agent's reply a no-op),
-and tracks the episode metrics; the episode loop (:mod:`teamgym.adapters.verl.episode_loop`)
-owns one per copy of an episode.
+"""One episode's env as the episode loop (:mod:`teamgym.adapters.verl.episode_loop`) plays it,
+one per copy of an episode: reward sharing, the seats nobody trains, the episode metrics.
 """
 
 from __future__ import annotations
@@ -34,28 +29,17 @@ class StepResult:
     """The agent's shared reward for this step."""
     done: bool
     """Whether the agent's part of the episode is over."""
-    metrics: dict[str, Any] | None = None
-    """Episode metrics (JSON-ready), set when the episode has ended."""
-    aborted: str | None = None
-    """Why the episode was cut short (a loop crashed or timed out), or None."""
     valid_actions: tuple[str, ...] = ()
     """The agent's valid actions on its next turn."""
 
 
-def _make(env_id: str, kwargs: dict[str, Any]) -> Any:
-    return make(env_id, **kwargs)
-
-
 class EpisodeEnv:
-    """One episode: env, reward sharing, scripted teammates, metrics (see the module docstring).
+    """One episode: env, reward sharing, the seats nobody trains, metrics.
 
     Args:
-        env_id, env_kwargs: what to build (``factory(env_id, env_kwargs)``, ``make`` by default).
-        seed: the episode seed (reset, and the teammates' seeds).
-        sharing: how individual rewards mix (``RewardSharing()`` when None).
-        teammates: agents not trained: a baseline or ``checkpoint:DIR`` (``{"robot_0":
-            "expert"}``, played here) or an LLM partner (``openai:MODEL@URL``,
-            ``transformers:DIR``: asked with :meth:`partner_replies`); the rest are trained.
+        seed: the episode seed (reset, and the teammates' seeds by ``Lineup``'s training rule).
+        teammates: the seats not trained: a baseline or ``checkpoint:DIR`` (played here) or an
+            LLM partner (``openai:MODEL@URL``, ``transformers:DIR``: :meth:`partner_replies`).
     """
 
     def __init__(
@@ -66,7 +50,7 @@ class EpisodeEnv:
         sharing: RewardSharing | None = None,
         teammates: Mapping[str, str] | None = None,
     ) -> None:
-        self.env = SharedReward(_make(env_id, dict(env_kwargs)), sharing or RewardSharing())
+        self.env = SharedReward(make(env_id, **env_kwargs), sharing or RewardSharing())
         names = dict(sorted((teammates or {}).items()))
         self.seed = int(seed)
         self.partners: LLMPartners | None = None
@@ -112,8 +96,7 @@ class EpisodeEnv:
     def step(self, replies: Mapping[str, str]) -> dict[str, StepResult]:
         """Step with ``replies`` of the trained agents (a live agent without one: the env's
         no-op) and of the LLM partners (:meth:`partner_replies`), and the scripted teammates'
-        moves; a :class:`StepResult` per agent that acted, with the episode metrics once the
-        episode is over."""
+        moves; a :class:`StepResult` per agent that acted."""
         joint = {a: replies.get(a, "") for a in self.env.agents}
         for agent, policy in self.teammates.items():
             if agent in joint:
@@ -124,7 +107,6 @@ class EpisodeEnv:
         assert self.tracker is not None, "step() before reset()"
         self.tracker.step(rewards, infos)
         self.idle.step(self.env.unwrapped, [a for a in joint if a in self.trained])
-        metrics = None if self.env.agents else self.metrics()
         out = {}
         for agent in joint:
             done = bool(terms.get(agent, True) or truncs.get(agent, True))
@@ -132,14 +114,12 @@ class EpisodeEnv:
                 "" if done else obs.get(agent, ""),
                 float(rewards.get(agent, 0.0)),
                 done,
-                metrics if done else None,
-                valid_actions=() if done else tuple(infos.get(agent, {}).get("valid_actions", ())),
+                () if done else tuple(infos.get(agent, {}).get("valid_actions", ())),
             )
         return out
 
     def metrics(self, aborted: str | None = None) -> dict[str, Any]:
-        """The episode metrics so far (JSON-ready), with why the episode was cut short, if it
-        was."""
+        """The episode metrics so far (JSON-ready; ``aborted``: why it was cut short, if it was)."""
         tracker = self.tracker or EpisodeTracker(self.env.possible_agents)
         out = tracker.metrics().to_dict()
         out["idle"] = self.idle.all_idle(self.trained)

@@ -1,39 +1,15 @@
 """``TeamEpisodeLoop``: one dataset row is one episode; the loop plays the whole team.
 
-Registered in VERL as ``teamgym_episode`` (the rows' ``agent_name``; ``teamgym verl-data`` writes
-one row per episode). It returns a ``list[AgentLoopOutput]``, one multi-turn trajectory per
-trained agent, which teamgym's workers store one agent per uid. One coroutine
-owns the env (:class:`~teamgym.adapters.verl.episode_env.EpisodeEnv`, with the scripted
-teammates); each turn it sends every live agent's ``generate()`` at once (a sticky request id
-per agent and session, ``{episode}#s{session}/{agent}``, for the engine's prefix cache and
-reproducible sampling), steps the env with the replies, and
-appends each agent's next observation. Model tokens get ``response_mask`` 1, observation
-tokens 0; each output's ``reward_score`` is its agent's own return under reward sharing, and
-every output carries the episode metrics (and every trained agent's return) in
-``reward_extra_info``. Seats played by an LLM partner (a row's ``teammates`` naming
-``openai:MODEL@URL`` or ``transformers:DIR``; :mod:`teamgym.adapters.verl.llm_partners`) are asked in
-the same turn, next to the model's requests; their replies go to the env and into no trajectory,
-their count and latency into the metrics (``partner_replies``, ``partner_latency_s``), and a
-partner that cannot answer ends the episode as a failed generate call does.
-
-Identity: each output carries ``extra_fields["teamgym_seat"]``, the agent's place in the env's
-``possible_agents``. teamgym's v1 worker (:class:`~teamgym.adapters.verl.workers.TeamAgentLoopWorkerTQ`)
-stores agent ``k``'s trajectory of session ``s`` of row ``U`` under the uid ``U_k`` (key
-``U_k_s_0``): verl's replay buffer groups keys by the text before the first ``_`` (the episode,
-so DAPO filtering and refills act on whole episodes), verl's ``grpo`` and its validation group
-by the uid (one agent's ``rollout.n`` trajectories), and ``team_grpo`` by the episode.
-
-Playing a turn, building a trajectory and its output are :class:`TeamLoopBase`'s. An episode
-that does not finish normally (a generate call that fails, a turn slower than ``turn_timeout``)
-raises: verl's v1 worker writes nothing for that session and marks the row's group ``failure``;
-a session left alone of its ``rollout.n`` copies raises too (a GRPO group of one has no
-group mean to compare with).
-
-The machinery (:class:`TeamLoopBase`, here because it has no other user): the settings read from
-the loop's YAML entry, the first prompt rendered and checked, one agent's turn (a forced move,
-the model's reply while the budget lasts, else an empty reply) played into a
-:class:`~teamgym.adapters.verl.trajectory.Trajectory`, and a finished trajectory turned into the
-``AgentLoopOutput`` VERL stores.
+Registered in VERL as ``teamgym_episode`` (the rows' ``agent_name``; docs: Train with VERL). One
+coroutine owns the env (:class:`~teamgym.adapters.verl.episode_env.EpisodeEnv`); each turn it
+sends every live agent's ``generate()`` at once, with a sticky request id per agent and session
+(``{episode}#s{session}/{agent}``, for the engine's prefix cache and reproducible sampling), asks
+the LLM partners in the same turn, steps the env and appends each agent's next observation. It
+returns one trajectory per trained agent, with its seat in ``extra_fields`` (:data:`SEAT_FIELD`),
+by which teamgym's workers store it. An episode that does not finish normally (a failed generate
+call or partner, a turn slower than ``turn_timeout``) raises: verl's v1 worker writes nothing for
+that session and marks the row's group ``failure``; a copy left alone of its ``rollout.n`` raises
+too (no group mean to compare).
 """
 
 from __future__ import annotations
@@ -96,11 +72,9 @@ class EpisodeIncomplete(RuntimeError):
 
 
 class _Quorum:
-    """The copies of one row in this process (one ``uid``: v1 starts its ``rollout.n`` sessions
-    together in one worker; the CPU trainer's in-process worker, a row's copies), settling together: a copy that completed while every
-    other copy failed would be a GRPO group of one, with no group mean (VERL's ``grpo`` would give
-    it its raw score as advantage), so it is dropped too. Copies start before their first ``await`` (VERL creates a row's sessions
-    together), so ``started`` is complete before any copy settles."""
+    """The copies of one row (``uid``) in this process, started together (``started`` is complete
+    before any settles), settling together: a complete copy whose siblings all failed would be a
+    GRPO group of one (VERL's ``grpo`` would give it its raw score), so it is dropped too."""
 
     def __init__(self, uid: str, enforce: bool) -> None:
         self.uid, self.enforce = uid, enforce
@@ -161,17 +135,12 @@ def end_of_turn_ids(tokenizer: Any) -> list[int]:
 
 
 class TeamLoopBase(AgentLoopBase):
-    """The agent-loop machinery of teamgym's loop (see the module docstring).
-
-    Keyword arguments are VERL's plus the keys of the agent-loop YAML entry (not the whole
-    config tree), read once into :attr:`settings`
-    (:class:`~teamgym.adapters.verl.settings.AgentLoopSettings`: reward sharing, reply cap,
-    timeouts, forced moves, stop strings).
-    """
+    """The machinery of teamgym's loop: its ``settings`` (the keys of its YAML entry, beside
+    VERL's keyword arguments), the first prompt, and one agent's turn (a forced move, the model's
+    reply while the budget lasts, else an empty reply) played into a ``Trajectory``."""
 
     tokenizer: Any  # a Hugging Face tokenizer (VERL types it as the AutoTokenizer factory)
     settings: AgentLoopSettings
-    """This loop's settings, from its YAML entry."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         ours = {f.name for f in dataclasses.fields(AgentLoopSettings)} & set(kwargs)
@@ -206,9 +175,8 @@ class TeamLoopBase(AgentLoopBase):
         return 0
 
     def _prompt_ids(self, messages: list[dict], where: str) -> list[int]:
-        """The first prompt as VERL's continuous-token builder renders it (once per row: its
-        copies share it); refused when over ``rollout.prompt_length`` (VERL would
-        left-truncate it, cutting the instructions)."""
+        """The first prompt as VERL's builder renders it (once per row); refused when over
+        ``rollout.prompt_length`` (VERL would left-truncate it, cutting the instructions)."""
         prompt_ids = first_prompt_ids(self.continuous_token_builder, messages)
         if len(prompt_ids) > self.prompt_length:
             raise ValueError(
@@ -367,8 +335,7 @@ class _Seat:
 
 
 class TeamEpisodeLoop(TeamLoopBase):
-    """Agent loop playing a whole episode per row (see the module docstring). Takes the same
-    keys of its YAML entry (:class:`~teamgym.adapters.verl.settings.AgentLoopSettings`)."""
+    """Agent loop playing a whole episode per row (see the module docstring)."""
 
     # verl types run() as returning one output; its v1 worker takes a list (agent_loop_tq.py:150-155)
     async def run(  # type: ignore[override]
@@ -390,9 +357,8 @@ class TeamEpisodeLoop(TeamLoopBase):
     async def _turn(
         self, seats: list[_Seat], sampling: dict[str, Any], where: str, episode: EpisodeEnv
     ) -> tuple[list[str], dict[str, str]]:
-        """Every live seat's reply and the LLM partners' replies, asked at once; the first
-        failure (or a turn slower than ``turn_timeout``) cancels the others and ends the
-        episode."""
+        """Every live seat's reply and the LLM partners', asked at once; the first failure (or a
+        turn slower than ``turn_timeout``) cancels the others and ends the episode."""
         tasks: list[asyncio.Future[Any]] = [
             asyncio.ensure_future(self._reply(s.traj, s.valid, s.request_id, sampling))
             for s in seats
@@ -433,9 +399,8 @@ class TeamEpisodeLoop(TeamLoopBase):
                 )
             where = f"{row.episode} (session {kwargs.get('session_id', 0)})"
 
-            # 2. one seat per trained agent: its prompt, its trajectory, its request id (named
-            # by the episode and the copy: the same in every run,
-            # so a server that seeds sampling by request id samples the same)
+            # 2. one seat per trained agent: its prompt, its trajectory, its request id (the same
+            # in every run, so a server that seeds sampling by request id samples the same)
             session = f"{row.episode}#s{kwargs.get('session_id', 0)}"
             logprobs = bool(sampling_params.get("logprobs"))
             seats, mismatch = [], 0.0

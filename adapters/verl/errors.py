@@ -1,5 +1,5 @@
-"""The error teamgym's VERL start-up checks raise (:mod:`.config`, :mod:`.resources`), in a
-module of its own so that both can raise it without importing each other."""
+"""The error teamgym's VERL start-up checks raise (:mod:`.config`, :mod:`.resources`,
+:mod:`.estimators`), in a module of its own so that each can raise it without the others."""
 
 from __future__ import annotations
 

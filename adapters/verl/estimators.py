@@ -1,46 +1,18 @@
 """teamgym's advantage estimators on stock verl, registered with ``register_adv_est``:
-``team_grpo`` and the turn-level ``at_grpo``, ``team_at_grpo``, ``gigpo``, ``team_gigpo``.
+``team_grpo`` and the turn-level ``at_grpo``, ``team_at_grpo``, ``gigpo``, ``team_gigpo`` (docs:
+Train with VERL; Credit assignment, for how a turn's reward and anchors reach them).
 
-* ``grpo`` (VERL's own, the default): VERL's ``uid`` groups the ``rollout.n`` trajectories of
-  one agent in one episode seed (row ``U`` stores agent ``k``'s trajectories under uid
-  ``U_k``). The group mean is that agent's mean return on that
-  seed. Use it when agents have distinct roles or parameters.
-* ``team_grpo`` (registered here): groups the trajectories of *all* agents of the same episode
-  seed (``rollout.n x num_agents`` per group). Use it with parameter sharing in symmetric games,
-  where one model plays every agent and the agents' returns are comparable.
-
-VERL gives an estimator only the rewards, the mask and the ``uid`` of each row: a trajectory's
-uid names its episode (the text before its ``_``, see :func:`episode_of`), so ``team_grpo``
-calls VERL's own ``compute_grpo_outcome_advantage`` with episode ids in place of uids. A uid
-that names no episode is an error, never a silent fallback to per-uid groups.
-
-Rows that are not episodes' trajectories get a zero advantage and enter no group:
-
-* VERL's **padding rows** (``trainer/ppo/padding_utils.py``: the v1 trainer pads the batch to a
-  multiple of its data-parallel and mini-batch sizes with synthetic rows whose uid is ``pad`` +
-  32 hex digits, a one-token response with ``response_mask`` 0 and zero reward);
-* a **group of one** (a lone trajectory has no group mean to compare with: VERL's ``grpo`` would give it its raw
-  score). The episode loop already drops an episode seed that kept fewer than two complete
-  copies (see :mod:`teamgym.adapters.verl.episode_loop`), so both estimators see the same rows.
-
-The turn-level estimators' arithmetic is :mod:`teamgym.adapters.credit`'s. verl gives a
-custom estimator only the token-level rewards, the response mask, the row's uid
-(``index``) and ``config.algorithm``, so what a turn-level estimator needs travels in those:
-
-* **the turns** are the runs of mask-1 tokens of a trajectory (one agent's whole episode);
-* **each turn's reward** is on the last token of its reply: teamgym's v1 worker
-  (:class:`~teamgym.adapters.verl.workers.TeamAgentLoopWorkerTQ`) writes ``rm_scores`` from the
-  trajectory's ``turn_scores`` when ``algorithm.adv_estimator`` is one of these (verl's own
-  post-processing puts the whole return on the last token); every other reader of the
-  rewards sums them, and the sum is the return, so verl's logs and validation are unchanged;
-* **the anchor states** (GiGPO's) ride in the uid: the worker stores ``U_k~a1.a2...`` (the
-  trajectory's uid and one 8-hex-digit key per turn) for the ``gigpo`` estimators in training.
-  verl's replay buffer groups keys by the text before the first ``_`` (still the episode) and
-  verl's own ``grpo``, which groups by the uid, is not in use then.
-
-The ``team_`` variants group all the trained agents of an episode seed (as ``team_grpo``),
-the others one agent's ``rollout.n`` copies. Padding rows get zero. verl's rejection sampling
-would change the turns under them: :func:`check_turn_estimator` refuses it with the reason.
+VERL gives an estimator only the rewards, the mask, ``config.algorithm`` and each row's ``uid``
+(``index``), so what teamgym groups by travels in the uid
+(:class:`~teamgym.adapters.verl.identity.TrajectoryKey`). VERL's ``grpo`` groups by it: one
+agent's ``rollout.n`` copies of a seed. ``team_grpo`` calls VERL's own
+``compute_grpo_outcome_advantage`` with the episode (:func:`episode_of`) in place of the uid, so
+that a group holds every trained agent's copies; a uid that names no episode is an error, never a
+silent fallback to per-uid groups. The turn-level estimators' arithmetic is
+:mod:`teamgym.adapters.credit`'s; the ``team_`` variants group the episode, the others one
+agent's copies. VERL's padding rows (``trainer/ppo/padding_utils.py``: a one-token response with
+``response_mask`` 0 and zero reward) and groups of one (no group mean: VERL's ``grpo`` would give
+it its raw score; the episode loop drops them already) get a zero advantage and join no group.
 """
 
 from __future__ import annotations
@@ -55,6 +27,7 @@ import torch
 from verl.trainer.ppo import core_algos
 
 from teamgym.adapters.credit import at_grpo_advantages, gigpo_advantages, place_turn_rewards
+from teamgym.adapters.verl.errors import TeamConfigError
 from teamgym.adapters.verl.identity import TrajectoryKey
 
 __all__ = [
@@ -87,9 +60,9 @@ def is_padding_uid(uid: str) -> bool:
 
 
 def episode_of(uid: str) -> str | None:
-    """The episode of a trajectory's uid (``U_k``: row ``U``, a UUID as verl
-    makes them, and the agent's seat ``k``; see :mod:`teamgym.adapters.verl.episode_loop`), None
-    for any other uid. verl's replay buffer groups keys by this same prefix."""
+    """The episode (row ``U``) of a trajectory's uid ``U_k`` (see
+    :mod:`teamgym.adapters.verl.identity`), None for any other uid; verl's replay buffer groups
+    keys by this same prefix."""
     key = TrajectoryKey.parse(uid)
     return key.row if key is not None and not key.anchors else None
 
@@ -150,13 +123,8 @@ def compute_team_grpo_advantage(
 TURN_ESTIMATORS = ("at_grpo", "team_at_grpo", "gigpo", "team_gigpo")
 #: Those that read anchor states from the uid.
 ANCHORED_ESTIMATORS = ("gigpo", "team_gigpo")
-#: GiGPO's weight of the step advantage (verl-agent's ``step_advantage_w`` default).
-STEP_WEIGHT = 1.0
-
-
-def anchored_uid(uid: str, anchors: list[str]) -> str:
-    """``uid`` carrying a trajectory's anchor keys (:class:`~teamgym.adapters.verl.identity.TrajectoryKey`)."""
-    return TrajectoryKey.with_anchors(uid, anchors)
+#: ``uid`` carrying a trajectory's anchor keys (:meth:`.TrajectoryKey.with_anchors`).
+anchored_uid = TrajectoryKey.with_anchors
 
 
 def split_anchors(index: np.ndarray) -> tuple[np.ndarray, list[list[str]]]:
@@ -173,11 +141,10 @@ def turn_level_inputs(
     turn_scores: Sequence[Any],
     anchors: Sequence[Any],
 ) -> tuple[torch.Tensor, np.ndarray]:
-    """The token-level rewards and uids a turn-level ``estimator`` reads, from a batch whose
-    rows carry the return on the last token and their turns in ``turn_scores`` and
-    ``anchors`` (the trajectories' ``extra_fields``): what teamgym's v1 worker writes, made by
-    a trainer that has verl's single final reward (the CPU trainer). A row whose turns do not
-    match its mask keeps its single reward."""
+    """The token-level rewards and uids a turn-level ``estimator`` reads (what teamgym's v1
+    worker writes), made from a batch whose rows carry the return on the last token and their
+    turns in ``turn_scores`` and ``anchors`` (the trajectories' ``extra_fields``), as the CPU
+    trainer's do. A row whose turns do not match its mask keeps its single reward."""
     out = rewards.clone()
     index = np.array(uids, dtype=object)
     for i in range(len(index)):
@@ -193,23 +160,15 @@ def turn_level_inputs(
 
 def check_turn_estimator(estimator: str, rejection: str | None = None) -> None:
     """Refuse a turn-level estimator where verl changes the response mask before it runs
-    (``rejection``: the ``algorithm.rollout_correction.rollout_rs`` in force, None without
-    rejection sampling)."""
-    if estimator not in TURN_ESTIMATORS:
-        return
-    if rejection:
-        raise ValueError(
+    (``rejection``: the ``algorithm.rollout_correction.rollout_rs`` in force, else None)."""
+    if estimator in TURN_ESTIMATORS and rejection:
+        raise TeamConfigError(
             f"algorithm.adv_estimator={estimator} with algorithm.rollout_correction.rollout_rs="
             f"{rejection}: verl's rejection sampling masks tokens of the response before the "
             "estimator runs, and a turn is a run of unmasked tokens, so the turns would no "
             "longer be the agent's replies; drop rollout_rs (or set bypass_mode=true), or use "
             "grpo / team_grpo"
         )
-
-
-def _groups(uids: np.ndarray, team: bool) -> np.ndarray:
-    """The group of each row: the episode (``team``) or the agent's uid."""
-    return team_keys(uids) if team else uids
 
 
 def _estimate(
@@ -230,7 +189,8 @@ def _estimate(
     if not rows:
         return advantages, advantages
     picked = torch.tensor(rows, dtype=torch.long)
-    groups = _groups(uids[rows], estimator.startswith("team_"))
+    # the group of each row: the episode (team_) or the agent's uid
+    groups = team_keys(uids[rows]) if estimator.startswith("team_") else uids[rows]
     rewards, mask = token_level_rewards[picked].float(), response_mask[picked]
     if estimator in ANCHORED_ESTIMATORS:
         adv = gigpo_advantages(
@@ -241,7 +201,7 @@ def _estimate(
             gamma,
             epsilon,
             scale,
-            STEP_WEIGHT,
+            1.0,  # GiGPO's step-advantage weight (verl-agent's step_advantage_w default)
         )
     else:
         adv = at_grpo_advantages(rewards, mask, list(groups), gamma, epsilon, scale)

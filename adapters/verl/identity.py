@@ -1,16 +1,15 @@
 """Who a trajectory is, in one place: the uid teamgym's workers write and its estimators read.
 
-verl hands an advantage estimator only each row's ``uid``, so what teamgym's estimators group by
-travels in it: the episode row (``row``: verl's row uid, a UUID as verl makes them, or one
-named by its episode in the CPU trainer), the agent's ``seat`` (its place in the env's
-``possible_agents``) and, for GiGPO in training, the trajectory's anchor-state key per turn::
+verl hands an advantage estimator only each row's ``uid``, so it carries the episode row
+(``row``: verl's row uid, a UUID as verl makes them, or one named by its episode in the CPU
+trainer), the agent's ``seat`` (its index in the env's ``possible_agents``) and, for GiGPO in
+training, the anchor-state key per turn::
 
     U_k                 one agent of one episode: verl's grpo groups its rollout.n copies
     U_k~a1.a2.a3        the same with GiGPO's anchors (ANCHORED_ESTIMATORS)
 
 verl's replay buffer groups TransferQueue keys (``U_k_{session}_0``) by the text before their
-first ``_``, the row, so an episode's trajectories stay together; ``team_grpo`` groups by the
-row. :class:`TrajectoryKey` writes and reads that form; nothing else spells it.
+first ``_``, the row, so an episode's trajectories stay together. Nothing else spells that form.
 """
 
 from __future__ import annotations
@@ -52,20 +51,15 @@ class TrajectoryKey:
     @property
     def uid(self) -> str:
         """The uid as written: ``U_k``, with ``~`` and the anchors when there are any."""
-        if not self.anchors:
-            return self.agent_uid
-        return f"{self.agent_uid}{_ANCHORS}{_ANCHOR.join(self.anchors)}"
+        return self.with_anchors(self.agent_uid, self.anchors) if self.anchors else self.agent_uid
 
     @classmethod
     def parse(cls, uid: str) -> TrajectoryKey | None:
         """The key a uid spells, None for any other uid (verl's padding rows, a row uid
         without a seat, another agent loop's)."""
-        base, _, keys = str(uid).partition(_ANCHORS)
+        base, anchors = cls.without_anchors(uid)
         match = _UID.fullmatch(base)
-        if match is None:
-            return None
-        anchors = tuple(keys.split(_ANCHOR)) if keys else ()
-        return cls(match.group(1), int(match.group(2)), anchors)
+        return None if match is None else cls(match.group(1), int(match.group(2)), tuple(anchors))
 
     @staticmethod
     def with_anchors(uid: str, anchors: list[str] | tuple[str, ...]) -> str:

@@ -1,17 +1,11 @@
 """Frozen LLM partners in training episodes: seats played by an OpenAI-compatible server or a
-local model, never by the model being trained.
+local model, never by the model being trained (docs: Frozen and LLM partners).
 
-A row's ``teammates`` maps seats to agent specs (see :mod:`teamgym.envs.partners` for pools).
-Scripted specs (baselines, ``checkpoint:DIR``) stay with :class:`~teamgym.envs.lineup.Lineup`,
-as before; the LLM kinds (``openai:MODEL@URL``, ``transformers:DIR``, or their mapping form as
-JSON) are built here with :func:`~teamgym.adapters.agents.kinds.build_agent`, once per process
-and spec (so a server's connection pool is shared across the episodes a worker plays), and
-answer through their async ``act``. Their replies never enter a trajectory: the episode loop
-sends them to the env next to the trained agents' replies, and records their count and latency
-in the episode metrics. A partner that cannot answer (dead server after its retries, a timeout)
-raises :class:`PartnerFailed`: the episode ends as a crashed one does (verl's v1 worker marks
-the row ``failure``; it is never trained on, and verl counts it in
-``training/rollout_failure/evicted_samples``).
+Scripted teammates stay with :class:`~teamgym.envs.lineup.Lineup`; the LLM kinds
+(``openai:MODEL@URL``, ``transformers:DIR``, or their mapping form as JSON) are built here once
+per process and spec (so a server's connection pool is shared across the episodes a worker
+plays). A partner that cannot answer raises :class:`PartnerFailed`: the episode ends as a crashed
+one does.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """``teamgym verl-kl-watch FILE``: follow VERL's file-logger JSONL and warn when the actor's KL
 to the reference passes its target (0.02 by default), so a drifting run is seen while it runs;
-and read each validation's self-play and cross-play figures into one gap
-(:func:`crossplay_figures`), printed and, with a port, served to Prometheus."""
+and read each validation's self-play and cross-play gap (:func:`crossplay_figures`)."""
 
 from __future__ import annotations
 

@@ -24,9 +24,8 @@ CPUS_PER_GPU_BUNDLE = 3
 
 
 def cluster_nodes(cfg: DictConfig) -> list[dict[str, Any]] | None:
-    """The alive nodes' CPUs and GPUs of the Ray cluster the run will join, when there is one to
-    ask (Ray already up in this process, or ``ray_kwargs.ray_init.address`` / ``RAY_ADDRESS``
-    naming a running cluster); None when ``main_ppo`` will start a local one."""
+    """The alive nodes' CPUs and GPUs of the Ray cluster the run joins (Ray up in this process,
+    or ``ray_kwargs.ray_init.address`` / ``RAY_ADDRESS``); None when ``main_ppo`` starts one."""
     import ray
 
     address = cfg.ray_kwargs.get("ray_init", {}).get("address") or os.environ.get("RAY_ADDRESS")
@@ -58,11 +57,9 @@ def cluster_nodes(cfg: DictConfig) -> list[dict[str, Any]] | None:
 
 
 def _held_cpus(cfg: DictConfig, nodes: Sequence[dict[str, Any]]) -> list[float]:
-    """CPUs Ray holds on each node for the run: verl's GPU bundles (``CPUS_PER_GPU_BUNDLE``
-    each, on the GPU nodes: the trainer's pool, a reward-model pool, a distillation teacher
-    pool) and, under the v1 trainer, TransferQueue's storage units (one CPU each, round-robin
-    over the nodes in node-id order, as TransferQueue places them) and its controller (one CPU;
-    counted on the first node)."""
+    """CPUs Ray holds on each node: verl's GPU bundles (``CPUS_PER_GPU_BUNDLE`` each, on the GPU
+    nodes: the trainer's, a reward model's and a distillation teacher's pools), TransferQueue's
+    storage units (one each, round-robin over the nodes in node-id order) and its controller."""
     held = [0.0] * len(nodes)
     gpus = [int(cfg.trainer.n_gpus_per_node)] * int(cfg.trainer.nnodes)
     rm = cfg.get("reward", {}).get("reward_model", {})
@@ -89,24 +86,21 @@ def _held_cpus(cfg: DictConfig, nodes: Sequence[dict[str, Any]]) -> list[float]:
 
 
 def local_ray_cpus(cfg: DictConfig) -> int:
-    """Logical CPUs for the one-node Ray instance ``main_ppo`` starts: this machine's cores, or,
-    where they are fewer, what the run reserves (:func:`_held_cpus`) plus the one its unreserved
-    actors are placed with. Logical CPUs are Ray's scheduling counts, not cores: on 2 cores a
-    one-rank run is told 6 (3 for the GPU bundle, 1 per TransferQueue storage unit, 1 for its
-    controller, 1 spare), the fewest it starts with."""
+    """Logical CPUs (Ray's scheduling counts) for the one-node Ray instance ``main_ppo`` starts:
+    this machine's cores, or, where they are fewer, what the run reserves (:func:`_held_cpus`)
+    plus one spare, the fewest it starts with (on 2 cores a one-rank run is told 6: 3 for the GPU
+    bundle, 1 per TransferQueue storage unit, 1 for its controller, 1 spare)."""
     cores = os.cpu_count() or 1
     node = {"CPU": float(cores), "GPU": float(cfg.trainer.n_gpus_per_node)}
     return max(cores, int(sum(_held_cpus(cfg, [node]))) + 1)
 
 
 def check_resources(cfg: DictConfig, nodes: Sequence[dict[str, Any]] | None = None) -> list[str]:
-    """Whether Ray's CPUs hold every reservation of the run (see :func:`_held_cpus`) with one to
-    spare for verl's unreserved actors (the task runner, agent-loop and reward workers need a free
-    CPU to be placed). ``nodes`` are the cluster's nodes (``{"CPU": n, "GPU": m, "NodeID": …}``,
-    their total resources as ``ray.nodes()`` reports them) when connected; else one node of
-    ``ray_kwargs.ray_init.num_cpus`` CPUs (the local instance ``main_ppo`` starts: refused) or of
-    this machine's CPUs (a warning, since the GPU nodes may be larger). A multi-node run is only
-    counted against its cluster. Raises :class:`TeamConfigError` with the fix."""
+    """Whether Ray's CPUs hold every reservation of the run (:func:`_held_cpus`) with one to spare
+    for verl's unreserved actors (task runner, agent-loop and reward workers). ``nodes``: the
+    cluster's (:func:`cluster_nodes`) when connected; else one node of ``ray_init.num_cpus`` CPUs
+    (the local instance ``main_ppo`` starts: refused) or of this machine's (a warning: the GPU
+    nodes may be larger); a multi-node run is only counted against its cluster."""
     fix = (
         "lower transfer_queue.backend.SimpleStorage.num_data_storage_units, or give Ray more "
         "(logical) CPUs (ray_kwargs.ray_init.num_cpus, or `ray start --num-cpus N` on each node)"

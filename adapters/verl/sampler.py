@@ -1,25 +1,13 @@
 """teamgym's replay buffer for verl's v1 trainer: verl's own, with a poll that fits the rollout
-and the wait it causes measured.
+and the wait it causes measured (docs: Speed).
 
-verl 0.9.1's ``ReplayBuffer`` looks for finished groups every 2 s (``replay_buffer.py:144``),
-so a step's batch reaches the trainer up to 2 s after its last episode ended; a CPU rollout of
-a few short episodes takes less. :func:`team_replay_buffer` is plugged in through verl's
-extension point (``trainer.v1.sampler.custom_sampler``, set by teamgym's config overlay): it
-builds verl's ``ReplayBuffer`` (sync trainer) or ``ReplayBufferAsync`` (async trainers) with
-one method changed, the wait between polls, which starts at ``min_poll_interval`` (0.05 s)
-and doubles while no group has finished, up to ``max_poll_interval`` (0.5 s; both in
-``trainer.v1.sampler.sampler_kwargs``): each poll lists every tag in TransferQueue, so it is
-not made more often than that. Each sample reports how long it polled and, for episode
-batches, ``teamgym/wait_after_last_s``: from the moment the batch's last episode ended in its
-agent-loop worker (the ``teamgym_done_at`` tag, :mod:`teamgym.adapters.verl.workers`) to the
-batch in the trainer's hands. Clocks of different nodes, and trajectories restored from an
-earlier run (verl's rollout skip), make that figure wrong; it is a measurement, never an
-input.
-
-verl hands a custom sampler neither DAPO's settings nor the refill switch
-(``trainer_base.py:_build_replay_buffer``); :func:`sampler_settings` computes them from the
-config as verl does for its own, and ``python -m teamgym.adapters.verl.train`` passes them in
-``sampler_kwargs``.
+:func:`team_replay_buffer` (the overlay's ``trainer.v1.sampler.custom_sampler``) builds verl's
+``ReplayBuffer`` or ``ReplayBufferAsync`` polling as :class:`FittingPoll` says, not every 2 s
+(``replay_buffer.py:144``), and logs ``teamgym/wait_after_last_s`` from the batch's last
+episode's end (the ``teamgym_done_at`` tag): a measurement, never an input (clocks of different
+nodes, and trajectories restored by verl's rollout skip, make it wrong). verl hands a custom
+sampler neither DAPO's settings nor the refill switch (``trainer_base.py:_build_replay_buffer``):
+:func:`sampler_settings` computes them as verl does, and the train entry passes them.
 """
 
 from __future__ import annotations
@@ -53,9 +41,8 @@ VERL_SETTINGS = (
 
 
 class FittingPoll:
-    """The poll of verl's replay buffer, fitted: ``min_poll_interval`` after a group finished,
-    doubling while none did, at most ``max_poll_interval``; mixed into verl's
-    classes (:class:`TeamReplayBuffer`, :class:`TeamReplayBufferAsync`)."""
+    """The poll of verl's replay buffer, fitted: ``min_poll_interval`` (0.05 s) after a group
+    finished, doubling while none did, at most ``max_poll_interval`` (0.5 s); a mixin."""
 
     # what verl's ReplayBuffer has (this mixin sits before it)
     sampler_kwargs: Any

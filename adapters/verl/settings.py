@@ -1,16 +1,9 @@
 """The episode loop's settings: one frozen type, from the YAML VERL reads to the reward rule.
 
-:class:`AgentLoopSettings` owns every setting of ``TeamEpisodeLoop`` and its defaults (the
-reward-sharing weight's is :class:`~teamgym.envs.sharing.RewardSharing`'s own). Everything
-else is made from it:
-
-* the shipped ``config/agent_loop.yaml`` is :func:`render_yaml` of the defaults (a test checks
-  the file equals the rendering; ``python -m teamgym.adapters.verl.settings`` rewrites it);
-* :func:`write_agent_loop_yaml` writes a run's file, :meth:`AgentLoopSettings.from_entry`
-  reads one back, and the GPU path ships the same :meth:`~AgentLoopSettings.entry` to Ray
-  workers as JSON: one dict form, read and written by one pair of methods;
-* the loop receives the YAML keys as keyword arguments (VERL's ``hydra.utils.instantiate``)
-  and hands ``sharing`` to the episode's env as a :class:`RewardSharing`, by keyword.
+:class:`AgentLoopSettings` owns every setting of ``TeamEpisodeLoop`` and its defaults; the shipped
+``config/agent_loop.yaml`` is :func:`render_yaml` of them (``python -m
+teamgym.adapters.verl.settings`` rewrites it), and :meth:`~AgentLoopSettings.entry` and
+:meth:`~AgentLoopSettings.from_entry` are the one dict form a run's file and the GPU path use.
 """
 
 from __future__ import annotations
@@ -171,14 +164,10 @@ def render_yaml(settings: AgentLoopSettings | None = None) -> str:
 def write_agent_loop_yaml(
     path: str | Path, settings: AgentLoopSettings | None = None, **changes: Any
 ) -> Path:
-    """Write an agent-loop registry file for ``settings`` (the defaults by default) with
-    ``changes`` (dict forms, e.g. ``sharing={"weight": 0.5}``) applied; returns ``path``. The
-    one way a run, a benchmark or a test makes one."""
+    """Write an agent-loop registry file for ``settings`` (the defaults) with ``changes`` (dict
+    forms, e.g. ``sharing={"weight": 0.5}``) applied; returns ``path``. The one way to make one."""
     base = (settings or AgentLoopSettings()).to_dict()
-    unknown = set(changes) - set(base)
-    if unknown:
-        raise TypeError(f"unknown agent-loop settings {sorted(unknown)}; known: {sorted(base)}")
-    final = AgentLoopSettings.from_dict({**base, **changes})
+    final = AgentLoopSettings.from_dict({**base, **changes})  # an unknown key raises TypeError
     path = Path(path)
     path.write_text(render_yaml(final))
     return path

@@ -1,17 +1,12 @@
 """Incremental tokenisation for ``TeamEpisodeLoop``: each turn renders only what is new.
 
-VERL's continuous-token builder turns an appended observation into ids by rendering its
-synthetic ``[system, user]`` prefix and that prefix plus the message, both tokenised whole, in a
-thread: two renders per turn. The prefix never changes, so :func:`observation_ids` renders the
-three messages as *text* once, cuts the cached prefix text off, and tokenises only the suffix,
-in the calling thread. That is the same ids exactly when the suffix starts with an added
-special token (``<|im_start|>``): a tokenizer splits on those before anything else, so the text
-after one tokenises alone as it does in the whole. Each template is probed once against VERL's
-own path; a builder that overrides the hooks involved, a template whose probe differs, or a
-message whose suffix does not start at that token gets VERL's path (``None`` here).
-
-:func:`first_prompt_ids` caches the first prompt's ids per conversation, so the ``rollout.n``
-copies of a row render it once.
+VERL's continuous-token builder renders an appended observation twice per turn (its synthetic
+``[system, user]`` prefix, then prefix plus message, tokenised whole, in a thread).
+:func:`observation_ids` renders the three messages as *text* once, cuts the cached prefix text off
+and tokenises the suffix in the calling thread: the same ids exactly when the suffix starts with
+an added special token (``<|im_start|>``), on which a tokenizer splits first. Each template is
+probed once against VERL's path, which serves whatever the probe or :data:`_HOOKS` rule out.
+:func:`first_prompt_ids` renders a row's first prompt once for its ``rollout.n`` copies.
 """
 
 from __future__ import annotations

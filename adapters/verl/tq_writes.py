@@ -1,16 +1,12 @@
 """Episode trajectories into TransferQueue in batches: what teamgym's v1 worker writes.
 
 verl 0.9.1's ``AgentLoopWorkerTQ._agent_loop_postprocess`` writes one session's outputs with one
-``tq.async_kv_batch_put``, all under the row's uid. teamgym's v1 worker stores agent ``k`` of
-row ``U`` under the uid ``U_k`` instead (see :mod:`teamgym.adapters.verl.episode_loop`), and
-writes the trajectories of every session that finishes within :data:`WINDOW` seconds in one
-put per partition: TransferQueue's cost is mostly per put (one trajectory a put costs ~6 ms of
-CPU across its processes, 64 in one put ~0.6 ms each, on the development machine).
-
-:func:`trajectory_record` is verl's per-output body of that method (the same tensors, fields
-and tags, in the same order), with the uid given; ``tests/adapters/test_verl_v1.py`` pins the
-source of verl's method it follows and checks the rows written against what verl's own method
-writes for the same trajectories.
+``tq.async_kv_batch_put``; teamgym's worker writes those of every session that finishes within
+:data:`WINDOW` seconds in one put per partition, as TransferQueue's cost is mostly per put (one
+trajectory a put costs ~6 ms of CPU across its processes, 64 in one put ~0.6 ms each, on the
+development machine). :func:`trajectory_record` is verl's per-output body of that method, with
+the uid given; ``tests/adapters/test_verl_v1.py`` pins the verl source it follows and checks the
+rows against what verl's own method writes.
 """
 
 from __future__ import annotations

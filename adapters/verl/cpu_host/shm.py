@@ -41,11 +41,10 @@ def _shm_in_use() -> set[str]:
 
 
 def remove_shm_leftovers(before: set[str], wait: float = 0.0) -> list[str]:
-    """Remove the vLLM leftovers that appeared in ``/dev/shm`` since ``before`` (a run's own:
-    older entries are another program's), owned by this user and held by no live process;
-    returns their names. ``wait``: seconds to keep trying while a leftover is still held (vLLM's
-    processes end a moment after Ray's shutdown returns, later on a loaded machine). Never
-    raises: a name it cannot remove stays."""
+    """Remove the vLLM leftovers that appeared in ``/dev/shm`` since ``before`` (older entries are
+    another program's), owned by this user and held by no live process; returns their names.
+    ``wait``: seconds to keep trying while one is held (vLLM's processes end a moment after Ray's
+    shutdown returns, later on a loaded machine). Never raises: a name it cannot remove stays."""
     removed: list[str] = []
     deadline = time.monotonic() + wait
     while True:

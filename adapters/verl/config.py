@@ -233,6 +233,12 @@ def _check_settings(cfg: DictConfig) -> AgentLoopSettings:
             f"actor.ppo_max_token_len_per_gpu={actor.ppo_max_token_len_per_gpu} is below one "
             f"full sequence ({longest} = max_prompt_length + max_response_length); raise it"
         )
+    reward = cfg.get("reward") or {}
+    if int(reward.get("num_workers", 1)) < 1 and (reward.get("reward_model") or {}).get("enable"):
+        raise TeamConfigError(  # verl's reward model scores batches through those workers
+            "reward.reward_model.enable=true with reward.num_workers=0 (teamgym's default: the "
+            "env's rewards need none): set reward.num_workers to 1 or more"
+        )
     return loop
 
 

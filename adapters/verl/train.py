@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, cast
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from teamgym.adapters.verl.config import (
     AGENT_LOOP_CONFIG,
@@ -70,6 +70,13 @@ def compose_config(overrides: Sequence[str] = (), cpu: bool = False) -> DictConf
         from teamgym.adapters.verl.resources import local_ray_cpus
 
         cfg.ray_kwargs.ray_init.num_cpus = local_ray_cpus(cfg)  # host/cpu.yaml leaves it to us
+    env = cfg.ray_kwargs.ray_init.runtime_env.get("env_vars")
+    if cpu and env is not None and env.get("TQ_NUM_THREADS") is None:
+        import psutil
+
+        # TransferQueue's 8 threads, capped at the physical cores (it warns on every put above)
+        with open_dict(env):
+            env.TQ_NUM_THREADS = str(min(8, psutil.cpu_count(logical=False) or 1))
     return cfg
 
 

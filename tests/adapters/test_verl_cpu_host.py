@@ -383,6 +383,11 @@ def test_compose_config_cpu_host() -> None:
     assert actor.strategy == "fsdp2", f"cpu actor strategy {actor.strategy}"
     assert cpu.ray_kwargs.ray_init.num_gpus == cpu.trainer.n_gpus_per_node == 3, "num_gpus"
     assert cpu.data.dataloader_num_workers == 0, "dataloader workers on a laptop"
+    import psutil
+
+    threads = int(cpu.ray_kwargs.ray_init.runtime_env.env_vars.TQ_NUM_THREADS)
+    assert threads == min(8, psutil.cpu_count(logical=False)), "TransferQueue's threads"
+    assert "TQ_NUM_THREADS" not in (gpu.ray_kwargs.ray_init.runtime_env.get("env_vars") or {})
     gpu_actor = gpu.actor_rollout_ref.actor
     assert gpu_actor.strategy == "fsdp", f"GPU actor strategy {gpu_actor.strategy}"
     assert "num_gpus" not in gpu.ray_kwargs.ray_init, "GPU recipe sets ray_init.num_gpus"

@@ -115,6 +115,10 @@ def test_validation_refuses_what_cannot_run(dataset_dir) -> None:
     storage = "transfer_queue.backend.SimpleStorage.num_data_storage_units=4"
     with pytest.raises(TeamConfigError, match="placement group would wait forever"):
         validate_config(_cfg(dataset_dir, storage, "ray_kwargs.ray_init.num_cpus=4"))
+    # no reward-loop worker by default (the env's rewards need none); a reward model needs them
+    assert _cfg(dataset_dir).reward.num_workers == 0
+    with pytest.raises(TeamConfigError, match="reward.num_workers"):
+        validate_config(_cfg(dataset_dir, one_worker, "reward.reward_model.enable=true"))
 
 
 def test_stop_strings_are_refused_with_sglang(dataset_dir, tmp_path, loop_yaml_writer) -> None:

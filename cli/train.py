@@ -14,8 +14,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from teamgym.adapters.cpu.args import PolicyError, TrainArgs, check_policies, env_agents
+from teamgym.adapters.cpu.args import TrainArgs
 from teamgym.adapters.cpu.resume import RunSettingsError
+from teamgym.adapters.cpu.seats import PolicyError, check_policies, env_agents
 from teamgym.cli.common import (
     CommandError,
     add_env_arg,

@@ -1,6 +1,7 @@
 """The agents a benchmark plays and the models behind them.
 
-``kinds`` (agent specs and the kind registry: baselines, ``openai``, ``transformers``),
+``kinds`` (agent specs and the kind registry), ``builtin`` (the kinds shipped: baselines,
+``openai``, ``transformers``, ``human``),
 ``openai_agent`` and ``transformers_agent`` (the LLM kinds), ``chat`` (what an LLM agent is
 shown and how its reply becomes an action), ``sampling`` (torch-only token sampling every local
 model shares), ``serve`` (``teamgym serve``: a local model behind an OpenAI-compatible API),

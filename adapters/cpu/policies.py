@@ -20,15 +20,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from teamgym.adapters.cpu.args import (
-    PolicyError,
-    TrainArgs,
-    UpdateArgs,
-    check_policies,
-    lora_rank,
-)
+from teamgym.adapters.cpu.args import TrainArgs, UpdateArgs
 from teamgym.adapters.cpu.grpo import Learner, grpo_update, load_learner
 from teamgym.adapters.cpu.lora import AdaptersOff, load_lora_policies
+from teamgym.adapters.cpu.seats import PolicyError, check_policies, lora_rank
 
 __all__ = [
     "SHARED",

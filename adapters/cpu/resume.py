@@ -9,7 +9,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from teamgym.adapters.cpu.args import LORA_PREFIX, TrainArgs
+from teamgym.adapters.cpu.args import TrainArgs
+from teamgym.adapters.cpu.seats import LORA_PREFIX
 from teamgym.envs.lineup import resolve_spec
 
 __all__ = [

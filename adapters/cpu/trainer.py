@@ -26,8 +26,6 @@ from teamgym.adapters.cpu.args import (
     EvalArgs,
     GuardArgs,
     TrainArgs,
-    check_policies,
-    env_agents,
 )
 from teamgym.adapters.cpu.grpo import grpo_update
 from teamgym.adapters.cpu.policies import Policies, policy_starts
@@ -42,6 +40,7 @@ from teamgym.adapters.cpu.rollout import (
     rollout_metrics,
 )
 from teamgym.adapters.cpu.run_state import RunDir, guard
+from teamgym.adapters.cpu.seats import check_policies, env_agents
 from teamgym.adapters.cpu.warmup import (
     START_FILE,
     format_warmup,

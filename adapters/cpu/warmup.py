@@ -81,7 +81,7 @@ def warm_up_policies(
     held-out figures of all of them seated together. Returns each policy's start for GRPO
     (without a warm-up, ``starts``, whose held-out figures go to ``start.json``; a ``lora:``
     policy plays as ``warmup.rollout.model``)."""
-    from teamgym.adapters.cpu.args import lora_rank
+    from teamgym.adapters.cpu.seats import lora_rank
 
     base = warmup.rollout.model
     if warmup.steps <= 0:

@@ -389,6 +389,9 @@ def test_compose_config_cpu_host() -> None:
     assert threads == min(8, psutil.cpu_count(logical=False)), "TransferQueue's threads"
     assert "TQ_NUM_THREADS" not in (gpu.ray_kwargs.ray_init.runtime_env.get("env_vars") or {})
     gpu_actor = gpu.actor_rollout_ref.actor
+    one = cpu.data.max_prompt_length + cpu.data.max_response_length
+    assert actor.ppo_max_token_len_per_gpu == one, "one sequence per micro-batch on a laptop"
+    assert gpu_actor.ppo_max_token_len_per_gpu == 2 * one, "two on a GPU"
     assert gpu_actor.strategy == "fsdp", f"GPU actor strategy {gpu_actor.strategy}"
     assert "num_gpus" not in gpu.ray_kwargs.ray_init, "GPU recipe sets ray_init.num_gpus"
     # absent there: verl's RolloutConfig default (True) applies

@@ -83,6 +83,33 @@ def _trajectories_per_row(batch: Any, dataset_dir: Any) -> int:
 
 OmegaConf.register_new_resolver("teamgym.per_row", _trajectories_per_row, replace=True)
 
+#: verl's ``update_weights_bucket_megabytes`` default, kept for a model it cannot read here.
+VERL_WEIGHT_BUCKET_MB = 2048
+
+
+def weight_bucket_mb(model_path: Any, floor: int = 128) -> int:
+    """``${teamgym.weight_bucket:PATH}``: the smallest weight-sync bucket, in MiB and at least
+    ``floor``, that holds the largest tensor of the model directory ``PATH`` in float32 (the
+    embedding or an MLP matrix, from ``config.json``): on CPU verl copies the weights to vLLM
+    through a shared-memory bucket, refuses a tensor larger than it, and a bucket that holds the
+    whole model adds it to the job's peak at every sync. verl's 2048 for a Hub name."""
+    import json
+    from pathlib import Path
+
+    config = Path(str(model_path)).expanduser() / "config.json"
+    if not config.is_file():
+        return VERL_WEIGHT_BUCKET_MB
+    spec = json.loads(config.read_text())
+    spec = spec.get("text_config", spec)
+    hidden = int(spec.get("hidden_size") or 0)
+    rows = max(int(spec.get("vocab_size") or 0), int(spec.get("intermediate_size") or 0))
+    if not hidden or not rows:
+        return VERL_WEIGHT_BUCKET_MB
+    return max(floor, -(-rows * hidden * 4 // 2**20) + 1)
+
+
+OmegaConf.register_new_resolver("teamgym.weight_bucket", weight_bucket_mb, replace=True)
+
 
 def train_manifest(cfg: DictConfig) -> Any:
     """The manifest beside the first of ``data.train_files`` (None when there is none)."""

@@ -392,7 +392,49 @@ def test_compose_config_cpu_host() -> None:
     one = cpu.data.max_prompt_length + cpu.data.max_response_length
     assert actor.ppo_max_token_len_per_gpu == one, "one sequence per micro-batch on a laptop"
     assert gpu_actor.ppo_max_token_len_per_gpu == 2 * one, "two on a GPU"
+    assert cpu.ray_kwargs.ray_init.runtime_env.env_vars.MALLOC_ARENA_MAX == "2", "malloc arenas"
+    from omegaconf import OmegaConf
+
+    sync = "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes"
+    # a Hub name cannot be read here: verl's own bucket; the GPU recipe keeps verl's
+    assert OmegaConf.select(cpu, sync) == OmegaConf.select(gpu, sync) == 2048, "weight bucket"
+
     assert gpu_actor.strategy == "fsdp", f"GPU actor strategy {gpu_actor.strategy}"
     assert "num_gpus" not in gpu.ray_kwargs.ray_init, "GPU recipe sets ray_init.num_gpus"
     # absent there: verl's RolloutConfig default (True) applies
     assert gpu.actor_rollout_ref.rollout.get("enable_sleep_mode", True) is True, "GPU sleep mode"
+
+
+@pytest.mark.parametrize(
+    ("spec", "mib"),
+    [
+        # SmolLM2-135M: the embedding, 49 152 x 576 float32 = 108 MiB, under the 128 MiB floor
+        ({"vocab_size": 49152, "hidden_size": 576, "intermediate_size": 1536}, 128),
+        # Qwen2.5-0.5B: 151 936 x 896 float32 = 519.3 MiB
+        ({"vocab_size": 151936, "hidden_size": 896, "intermediate_size": 4864}, 521),
+        # an MLP wider than the vocabulary, under text_config (a multimodal model's layout)
+        (
+            {"text_config": {"vocab_size": 1000, "hidden_size": 8192, "intermediate_size": 28672}},
+            897,
+        ),
+        ({"model_type": "no sizes"}, 2048),
+    ],
+)
+def test_the_cpu_weight_bucket_holds_the_largest_tensor_and_no_more(
+    tmp_path: Path, spec: dict, mib: int
+) -> None:
+    """On CPU verl syncs weights to vLLM through a shared-memory bucket that must hold the
+    largest tensor (it refuses one larger) and, at verl's 2 GiB, held SmolLM2 whole at every
+    sync; ``--cpu`` sizes it from the model's config.json."""
+    from teamgym.adapters.verl.train import compose_config
+
+    (tmp_path / "config.json").write_text(json.dumps(spec))
+    cfg = compose_config(
+        ["teamgym.dataset_dir=/nonexistent", f"actor_rollout_ref.model.path={tmp_path}"], cpu=True
+    )
+    bucket = cfg.actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes
+    assert bucket == mib
+    text = spec.get("text_config", spec)
+    if "vocab_size" in text:
+        largest = max(text["vocab_size"], text["intermediate_size"]) * text["hidden_size"] * 4
+        assert bucket << 20 >= largest, "the largest float32 tensor fits"

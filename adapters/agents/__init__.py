@@ -9,12 +9,11 @@ model shares), ``serve`` (``teamgym serve``: a local model behind an OpenAI-comp
 (``teamgym model init``: the small model built from the environments' own text).
 """
 
+from teamgym.adapters.agents.builtin import BaselineAgent, DefaultURLWarning
 from teamgym.adapters.agents.kinds import (
     AgentError,
     AgentKind,
     AgentSpec,
-    BaselineAgent,
-    DefaultURLWarning,
     EpisodeAgent,
     RunAgent,
     agent_kinds,

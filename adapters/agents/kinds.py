@@ -19,7 +19,7 @@ Specs, in a suite file or on the command line:
   :mod:`teamgym.web.agent`.
 
 Each kind is one :class:`AgentKind` in a registry (the shipped ones in
-:mod:`teamgym.adapters.agents.builtin`; add one with :func:`register_agent_kind`): its options
+:mod:`teamgym.adapters.agents.builtin`, registered when the package is imported; add one with :func:`register_agent_kind`): its options
 and their defaults, the option it requires, its string form and default label, and its builder.
 :func:`parse_agent_spec` and :func:`build_agent` read nothing else; the LLM kinds share
 :class:`~teamgym.adapters.agents.chat.SamplingOptions`.
@@ -46,8 +46,6 @@ __all__ = [
     "AgentError",
     "AgentKind",
     "AgentSpec",
-    "BaselineAgent",
-    "DefaultURLWarning",
     "EpisodeAgent",
     "RunAgent",
     "agent_kinds",
@@ -286,8 +284,3 @@ def build_agent(spec: AgentSpec, env_id: str) -> RunAgent:
     """The run-wide agent of ``spec`` for ``env_id``, built by its kind."""
     build: Callable[[AgentSpec, str], RunAgent] = load_entry_point(get_agent_kind(spec.kind).build)
     return build(spec, env_id)
-
-
-# The shipped kinds register themselves on import (baseline, openai, transformers, human).
-from teamgym.adapters.agents.builtin import BaselineAgent as BaselineAgent  # noqa: E402
-from teamgym.adapters.agents.builtin import DefaultURLWarning as DefaultURLWarning  # noqa: E402

@@ -9,7 +9,7 @@ still has no reply raises :class:`~teamgym.adapters.agents.AgentError` saying wh
 
 Options (spec keys): ``model`` (required), ``base_url`` (``http://`` or ``https://``; by
 default ``http://127.0.0.1:8000/v1``, where ``vllm serve`` and ``teamgym serve`` listen, said
-with a :class:`~teamgym.adapters.agents.kinds.DefaultURLWarning` when a spec names none),
+with a :class:`~teamgym.adapters.agents.builtin.DefaultURLWarning` when a spec names none),
 ``api_key_env`` (the environment variable holding the key; by default ``OPENAI_API_KEY`` for
 ``https://api.openai.com`` and none for any other server, so a key is never sent to a host
 that was not named for it; unset means no ``Authorization`` header), ``allow_http_key``

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from teamgym.adapters.agents import kinds
+from teamgym.adapters.agents.builtin import DefaultURLWarning
 from teamgym.adapters.agents.chat import SamplingOptions
 from teamgym.adapters.agents.kinds import (
     AgentKind,
     AgentSpec,
-    DefaultURLWarning,
     agent_kinds,
     build_agent,
     get_agent_kind,

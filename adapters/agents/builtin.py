@@ -1,4 +1,4 @@
-"""The kinds teamgym ships, registered on import by :mod:`teamgym.adapters.agents.kinds`:
+"""The kinds teamgym ships, registered when :mod:`teamgym.adapters.agents` is imported:
 ``baseline`` (a scripted policy or ``checkpoint:DIR``), ``openai``, ``transformers`` and
 ``human``. Each declares its options and defaults here and nowhere else: the agents read them
 with ``spec.option(name)``, and the sampling options come from

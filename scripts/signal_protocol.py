@@ -1,5 +1,6 @@
-"""The protocol a trained signal-v0 speaker uses: what it says for each target, read from verl's
-validation dump (``trainer.validation_data_dir``), and how often the listener then picks right.
+"""The protocol a trained signal-v0 speaker uses: what it sends for each target (the words within
+its word budget, as the listener reads them), read from verl's validation dump
+(``trainer.validation_data_dir``), and how often the listener then picks right.
 
     python scripts/signal_protocol.py runs/sig-s0/val/0.jsonl runs/sig-s0/val/40.jsonl
 
@@ -23,20 +24,23 @@ from teamgym.envs.parsing import parse_reply
 NEXT_TURN = re.compile(r"user\nStep \d+/\d+\.")
 
 
-def speaker_said(output: str) -> str:
-    """What the speaker's first reply says: ``say "<words>"``, ``pass``, or ``invalid``."""
+def speaker_said(output: str, word_budget: int | None = None) -> str:
+    """What the speaker's first reply sends: ``say "<words>"`` (its first ``word_budget`` words,
+    as the env delivers them), ``pass``, or ``invalid``."""
     reply = NEXT_TURN.split(output, maxsplit=1)[0]
     parsed = parse_reply(reply)
     action = (parsed.action or "").strip().lower()
     if action == "say" and parsed.message:
-        return f'say "{parsed.message.strip().lower()}"'
+        words = parsed.message.lower().split()
+        return f'say "{" ".join(words[:word_budget])}"'
     if action == "pass":
         return "pass"
     return "invalid"
 
 
 def protocol(rows: list[dict]) -> dict[str, Counter]:
-    """Target -> counts of what the speaker said, plus ``success`` per (target, said) pair."""
+    """Target (and the other objects) -> counts of what the speaker sent, and ``success`` per
+    (target, sent) pair."""
     table: dict[str, Counter] = defaultdict(Counter)
     for row in rows:
         prompt = row["input"]
@@ -46,7 +50,13 @@ def protocol(rows: list[dict]) -> dict[str, Counter]:
         if match is None:
             continue
         target = match.group(1).strip()
-        said = speaker_said(row["output"])
+        others = [
+            o.strip() for o in re.findall(r"^\d+\. (.+)$", prompt, re.M) if o.strip() != target
+        ]
+        if others:  # what the target must be told apart from
+            target = f"{target} (other: {', '.join(others)})"
+        budget = re.search(r"Describe it in at most (\d+) words", prompt)
+        said = speaker_said(row["output"], int(budget.group(1)) if budget else None)
         table[target][said] += 1
         table[target][("success", said)] += float(row.get("success") or 0.0)
     return table
@@ -55,7 +65,7 @@ def protocol(rows: list[dict]) -> dict[str, Counter]:
 def render(table: dict[str, Counter], top: int = 3) -> str:
     """One Markdown table: each target, its most frequent utterances, and the success after each."""
     lines = [
-        "| target | what the speaker said (episodes, success after it) |",
+        "| target (other objects) | what the speaker sent (episodes, success after it) |",
         "| --- | --- |",
     ]
     for target in sorted(table):

@@ -45,13 +45,17 @@ def test_the_protocol_table_counts_each_targets_utterances_and_the_success_after
     for seed in range(40):
         obs, _ = env.reset(seed=seed)
         target = obs["robot_0"].split("The target is: ")[1].splitlines()[0]
-        targets.setdefault(target, []).append(seed)
+        objects = [
+            line.split(". ", 1)[1] for line in obs["robot_0"].splitlines() if line[:1].isdigit()
+        ]
+        other = next(o for o in objects if o != target)
+        targets.setdefault(f"{target} (other: {other})", []).append(seed)
     target, seeds = max(targets.items(), key=lambda kv: len(kv[1]))
     assert len(seeds) >= 3
     word = target.split()[0]
     replies = {
         seeds[0]: (f"<say>{word.upper()}</say><action>say</action>", 1.0),
-        seeds[1]: (f"<action>say</action><say>{word}</say>", 0.0),
+        seeds[1]: (f"<action>say</action><say>{word} thing</say>", 0.0),  # over budget
         seeds[2]: ("The object is a nice one.\n\nThe game is", 0.0),
     }
     dump = tmp_path / "5.jsonl"

@@ -77,10 +77,16 @@ def train(args: TrainArgs, progress: bool = True) -> list[dict[str, Any]]:
     starts: str | dict[str, str]
     if seats:  # each policy warmed up on its own seats' turns
         starts = warm_up_policies(
-            args.warmup, policy_starts(args), seats, args.evaluation, run.path, eval_partners
+            args.warmup,
+            policy_starts(args),
+            seats,
+            args.evaluation,
+            run.path,
+            eval_partners,
+            progress,
         )
     else:
-        starts = warm_up(args.warmup, args.evaluation, run.path, eval_partners)
+        starts = warm_up(args.warmup, args.evaluation, run.path, eval_partners, progress)
 
     # 1. VERL's composed config; each policy, its frozen reference and optimiser; a resumed state
     cfg = compose_config(rollout, run.path, update)

@@ -40,7 +40,11 @@ Example = tuple[list[int], int]
 
 
 def warm_up(
-    warmup: WarmupArgs, evaluation: EvalArgs, run: Path, eval_partners: tuple[str, ...] = ()
+    warmup: WarmupArgs,
+    evaluation: EvalArgs,
+    run: Path,
+    eval_partners: tuple[str, ...] = (),
+    progress: bool = False,
 ) -> str:
     """The model GRPO starts from: ``warmup.rollout.model``, or the warm-up model in ``run``
     (trained once; ``warmup.json`` records its loss, time and held-out figures under
@@ -53,7 +57,7 @@ def warm_up(
     model_dir = run / "warmup_model"
     if not (model_dir / "config.json").exists():
         began, cpu_began = time.perf_counter(), time.process_time()
-        info: dict[str, Any] = format_warmup(warmup, model_dir)
+        info: dict[str, Any] = format_warmup(warmup, model_dir, progress=progress)
         info["teacher"] = warmup.teacher
         if warmup.teachers:
             info["agent_teachers"] = dict(warmup.teachers)
@@ -73,6 +77,7 @@ def warm_up_policies(
     evaluation: EvalArgs,
     run: Path,
     eval_partners: tuple[str, ...] = (),
+    progress: bool = False,
 ) -> dict[str, str]:
     """:func:`warm_up` for a run's policies: each policy (``starts``: name -> its model
     directory, or ``lora:RANK``) learns from its own ``seats``' turns only (the teachers play
@@ -96,7 +101,7 @@ def warm_up_policies(
             continue  # warmed up before the run was stopped
         began, cpu_began = time.perf_counter(), time.process_time()
         own = replace(warmup, rollout=replace(warmup.rollout, model=start), seats=seats[name])
-        info: dict[str, Any] = format_warmup(own, folder / name)
+        info: dict[str, Any] = format_warmup(own, folder / name, progress=progress, label=name)
         info["seconds"] = time.perf_counter() - began
         info["cpu_seconds"] = time.process_time() - cpu_began
         (folder / f"{name}.json").write_text(json.dumps(info, indent=2) + "\n")
@@ -231,13 +236,19 @@ def _example(tokenizer: Any, chat: list[dict[str, str]], reply: str, prompt_leng
 
 
 def format_warmup(
-    warmup: WarmupArgs, out_dir: str | Path, batch_size: int = 16
+    warmup: WarmupArgs,
+    out_dir: str | Path,
+    batch_size: int = 16,
+    progress: bool = False,
+    label: str = "",
 ) -> dict[str, float]:
     """``warmup.steps`` supervised steps of ``batch_size`` examples at ``warmup.lr`` on the
     teachers' replies (see the module docstring) from ``warmup.episodes`` episodes (0:
     ``max(64, steps * batch_size / 8)``), with the prompts scored too when
     ``warmup.prompts``: ``warmup.rollout.model`` in, ``out_dir`` out; returns the first and
-    last loss and the number of examples."""
+    last loss and the number of examples. ``progress`` draws a bar with the loss (a pretrained
+    model's warm-up takes many minutes on CPU)."""
+    from rich.progress import Progress
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch.manual_seed(warmup.seed)
@@ -250,14 +261,18 @@ def format_warmup(
     rng = np.random.default_rng(warmup.seed)
     model.train()
     losses = []
-    for _ in range(warmup.steps):
-        pick = [examples[int(i)] for i in rng.integers(len(examples), size=batch_size)]
-        batch = _padded_batch(pick, tokenizer.pad_token_id, warmup.prompts)
-        loss = model(**batch, use_cache=False).loss
-        optim.zero_grad()
-        loss.backward()
-        optim.step()
-        losses.append(float(loss.detach()))
+    name = f"warm-up {label}".strip()
+    with Progress(disable=not progress) as bar:
+        task = bar.add_task(name, total=warmup.steps)
+        for _ in range(warmup.steps):
+            pick = [examples[int(i)] for i in rng.integers(len(examples), size=batch_size)]
+            batch = _padded_batch(pick, tokenizer.pad_token_id, warmup.prompts)
+            loss = model(**batch, use_cache=False).loss
+            optim.zero_grad()
+            loss.backward()
+            optim.step()
+            losses.append(float(loss.detach()))
+            bar.update(task, advance=1, description=f"{name} loss {losses[-1]:.3f}")
     model.eval()
     model.save_pretrained(out_dir, safe_serialization=True)
     tokenizer.save_pretrained(out_dir)

@@ -293,10 +293,11 @@ def test_format_warmup_teaches_the_format_not_the_strategy(model_dir, tmp_path) 
     assert (out / "warmup_model" / "config.json").exists()
 
 
-def test_warmup_scores_the_prompts_only_when_asked(model_dir, tokenizer, tmp_path) -> None:
+def test_warmup_scores_the_prompts_only_when_asked(model_dir, tokenizer, tmp_path, capsys) -> None:
     """``warmup_prompts`` labels every token of an example (language-model pretraining on the
     env's text), otherwise only the reply; ``warmup_episodes`` sets how many episodes the
-    teacher plays (one choice per episode here), and the warm-up learns from what it scores."""
+    teacher plays (one choice per episode here), and the warm-up learns from what it scores,
+    its progress bar showing the loss."""
     import torch
 
     from teamgym.adapters.cpu.warmup import _padded_batch, format_warmup, warmup_examples
@@ -314,9 +315,11 @@ def test_warmup_scores_the_prompts_only_when_asked(model_dir, tokenizer, tmp_pat
     warmup = replace(
         args, warmup_steps=20, warmup_lr=3e-3, warmup_episodes=5, warmup_prompts=True
     ).warmup
-    info = format_warmup(warmup, tmp_path / "lm")
+    info = format_warmup(warmup, tmp_path / "lm", progress=True, label="team")
     assert info["examples"] == 5
     assert info["last_loss"] < 0.75 * info["first_loss"], "the env's text was learned"
+    drawn = capsys.readouterr().out
+    assert "warm-up team loss" in drawn, drawn
 
 
 @pytest.mark.parametrize("teacher", ["random", "expert"])

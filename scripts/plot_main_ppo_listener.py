@@ -12,7 +12,6 @@ CPU trainer's curves are its table in ``docs/results/pretrained.md`` (held-out s
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from pathlib import Path
@@ -21,26 +20,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from plot_main_ppo_runs import main_ppo_curve  # scripts/ is sys.path[0] when run
 
 REPO = Path(__file__).resolve().parents[1]
 #: The CPU trainer's table: "| seed | held-out success: start, steps 6, 12, 18, 24 | ...".
 TABLE = REPO / "docs" / "results" / "pretrained.md"
 CPU_STEPS = [0, 6, 12, 18, 24]
-
-
-def main_ppo_curve(run: Path) -> tuple[list[int], list[float]]:
-    """(step, held-out success) at each validation of a ``main_ppo`` run."""
-    steps, success = [], []
-    for line in (run / "metrics.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        value = next(
-            (v for k, v in row["data"].items() if re.fullmatch(r"val-aux/.+/success/mean@1", k)),
-            None,
-        )
-        if value is not None:
-            steps.append(int(row["step"]))
-            success.append(float(value))
-    return steps, success
 
 
 def cpu_trainer_curves() -> dict[int, list[float]]:

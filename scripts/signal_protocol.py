@@ -3,11 +3,15 @@ its word budget, as the listener reads them), read from verl's validation dump
 (``trainer.validation_data_dir``), and how often the listener then picks right.
 
     python scripts/signal_protocol.py runs/sig-s0/val/0.jsonl runs/sig-s0/val/40.jsonl
+    python scripts/signal_protocol.py --by-step runs/sig-s0/rollout
 
-Each dump row is one seat's trajectory of one held-out episode (verl's ``input``: the seat's
-first prompt; ``output``: its replies and the env's later turns as decoded text). The speaker's
-row is the one whose prompt says "You are the speaker"; its first reply is parsed with the env's
-own parser (:func:`teamgym.envs.parsing.parse_reply`). Prints one Markdown table per dump.
+Each dump row is one seat's trajectory of one episode (verl's ``input``: the seat's first
+prompt; ``output``: its replies and the env's later turns as decoded text). The speaker's row is
+the one whose prompt says "You are the speaker"; its first reply is parsed with the env's own
+parser (:func:`teamgym.envs.parsing.parse_reply`). Prints one Markdown table per dump; with
+``--by-step DIR`` (verl's ``trainer.rollout_data_dir`` or ``validation_data_dir``), one row per
+step's dump: how often the speaker's words tell the target apart from the other objects, and how
+often the listener picks the one object a message names.
 """
 
 from __future__ import annotations
@@ -38,25 +42,51 @@ def speaker_said(output: str, word_budget: int | None = None) -> str:
     return "invalid"
 
 
+def _objects(text: str) -> list[str]:
+    return [o.strip() for o in re.findall(r"^\d+\. (.+)$", text, re.M)]
+
+
+def speaker_turn(row: dict) -> tuple[str, list[str], str] | None:
+    """(target, the other objects, what was sent) of a speaker's row; None for another seat's."""
+    prompt = row["input"]
+    match = re.search(r"The target is: (.+)", prompt)
+    if "You are the speaker" not in prompt or match is None:
+        return None
+    target = match.group(1).strip()
+    budget = re.search(r"Describe it in at most (\d+) words", prompt)
+    said = speaker_said(row["output"], int(budget.group(1)) if budget else None)
+    return target, [o for o in _objects(prompt) if o != target], said
+
+
+def tells_apart(target: str, others: list[str], said: str) -> bool:
+    """Whether the sent words hold a word of the target's that no other object has."""
+    words = said.removeprefix("say ").strip('"').split() if said.startswith("say ") else []
+    return any(w in target.split() and all(w not in o.split() for o in others) for w in words)
+
+
+def listener_follows(row: dict) -> bool | None:
+    """Whether a listener's pick is the one object its message names (None: not a listener's
+    row, or the message names no single object)."""
+    heard = re.search(r"^- \w+: (.+)$", row["output"], re.M)
+    picked = re.search(r"<action>pick ([^<]+)</action>", row["output"])
+    if "You are the speaker" in row["input"] or heard is None or picked is None:
+        return None
+    objects = _objects(row["output"].split("Your objects:")[-1].split("Messages:")[0])
+    named = [o for o in objects if set(heard.group(1).lower().split()) & set(o.split())]
+    return picked.group(1).strip() == named[0] if len(named) == 1 else None
+
+
 def protocol(rows: list[dict]) -> dict[str, Counter]:
     """Target (and the other objects) -> counts of what the speaker sent, and ``success`` per
     (target, sent) pair."""
     table: dict[str, Counter] = defaultdict(Counter)
     for row in rows:
-        prompt = row["input"]
-        if "You are the speaker" not in prompt:
+        turn = speaker_turn(row)
+        if turn is None:
             continue
-        match = re.search(r"The target is: (.+)", prompt)
-        if match is None:
-            continue
-        target = match.group(1).strip()
-        others = [
-            o.strip() for o in re.findall(r"^\d+\. (.+)$", prompt, re.M) if o.strip() != target
-        ]
+        target, others, said = turn
         if others:  # what the target must be told apart from
             target = f"{target} (other: {', '.join(others)})"
-        budget = re.search(r"Describe it in at most (\d+) words", prompt)
-        said = speaker_said(row["output"], int(budget.group(1)) if budget else None)
         table[target][said] += 1
         table[target][("success", said)] += float(row.get("success") or 0.0)
     return table
@@ -82,16 +112,37 @@ def render(table: dict[str, Counter], top: int = 3) -> str:
     return "\n".join(lines)
 
 
+def by_step(folder: Path) -> str:
+    """One Markdown row per step's dump in ``folder`` (``STEP.jsonl``)."""
+    lines = [
+        "| step | the speaker's words tell the target apart | the listener picks the object named |",
+        "| --- | --- | --- |",
+    ]
+    for path in sorted(folder.glob("*.jsonl"), key=lambda p: int(p.stem)):
+        rows = _read(path)
+        turns = [t for t in map(speaker_turn, rows) if t is not None]
+        apart = sum(tells_apart(*t) for t in turns)
+        follows = [f for f in map(listener_follows, rows) if f is not None]
+        lines.append(f"| {path.stem} | {apart}/{len(turns)} | {sum(follows)}/{len(follows)} |")
+    return "\n".join(lines)
+
+
+def _read(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
 def main(argv: list[str]) -> int:
-    """Print each dump's protocol table; returns an exit code."""
+    """Print the tables; returns an exit code."""
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2
+    if argv[0] == "--by-step":
+        for folder in argv[1:]:
+            print(f"{folder}\n\n{by_step(Path(folder))}\n")
+        return 0
     for name in argv:
-        rows = [json.loads(line) for line in Path(name).read_text().splitlines() if line.strip()]
-        print(f"{name} ({len(rows)} rows)\n")
-        print(render(protocol(rows)))
-        print()
+        rows = _read(Path(name))
+        print(f"{name} ({len(rows)} rows)\n\n{render(protocol(rows))}\n")
     return 0
 
 

@@ -1,7 +1,7 @@
 """Held-out success against GRPO steps for ``main_ppo`` runs, one curve a run, every run given.
 
-    python scripts/plot_main_ppo_runs.py docs/images/smollm2-signal-team.png \\
-        --title "SmolLM2, both seats of signal-v0" runs/sigw/team_grpo-s0=team_grpo,seed0 ...
+    python scripts/plot_main_ppo_runs.py docs/images/smollm2-signal-both-seats.png \\
+        --title "SmolLM2, both seats of signal-v0" "runs/sig-s0=babbler warm-up, seed 0" ...
 
 Each run directory holds a ``metrics.jsonl`` written by verl's file logger
 (``VERL_FILE_LOGGER_PATH``); its validation rows (``val-aux/<env>/success/mean@1``: greedy,

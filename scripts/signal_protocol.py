@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 
 from teamgym.envs.parsing import parse_reply
@@ -76,10 +76,10 @@ def listener_follows(row: dict) -> bool | None:
     return picked.group(1).strip() == named[0] if len(named) == 1 else None
 
 
-def protocol(rows: list[dict]) -> dict[str, Counter]:
-    """Target (and the other objects) -> counts of what the speaker sent, and ``success`` per
-    (target, sent) pair."""
-    table: dict[str, Counter] = defaultdict(Counter)
+def protocol(rows: list[dict]) -> dict[str, dict[str, list[float]]]:
+    """Target (and the other objects) -> what the speaker sent -> the success of each episode
+    it was sent in."""
+    table: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
         turn = speaker_turn(row)
         if turn is None:
@@ -87,25 +87,20 @@ def protocol(rows: list[dict]) -> dict[str, Counter]:
         target, others, said = turn
         if others:  # what the target must be told apart from
             target = f"{target} (other: {', '.join(others)})"
-        table[target][said] += 1
-        table[target][("success", said)] += float(row.get("success") or 0.0)
+        table[target][said].append(float(row.get("success") or 0.0))
     return table
 
 
-def render(table: dict[str, Counter], top: int = 3) -> str:
+def render(table: dict[str, dict[str, list[float]]], top: int = 3) -> str:
     """One Markdown table: each target, its most frequent utterances, and the success after each."""
     lines = [
         "| target (other objects) | what the speaker sent (episodes, success after it) |",
         "| --- | --- |",
     ]
     for target in sorted(table):
-        counts = table[target]
-        said = sorted(
-            ((k, v) for k, v in counts.items() if isinstance(k, str)),
-            key=lambda kv: (-kv[1], kv[0]),
-        )
-        cells = [f"{k} ({v}, {counts[('success', k)] / v:.2f})" for k, v in said[:top]]
-        rest = sum(v for _, v in said[top:])
+        said = sorted(table[target].items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        cells = [f"{k} ({len(v)}, {sum(v) / len(v):.2f})" for k, v in said[:top]]
+        rest = sum(len(v) for _, v in said[top:])
         if rest:
             cells.append(f"{rest} other")
         lines.append(f"| {target} | {'; '.join(cells)} |")

@@ -22,6 +22,10 @@ def _target(obs: str) -> str:
     return obs.split("The target is: ")[1].splitlines()[0]
 
 
+def _objects(obs: str) -> list[str]:
+    return [ln.split(". ", 1)[1] for ln in obs.splitlines() if ln[:1].isdigit()]
+
+
 def _episode_rows(seed: int, reply: str, pick: Callable[[list[str], str], str]) -> list[dict]:
     """The speaker's and the listener's rows of one episode, decoded as verl writes them: the
     speaker sends ``reply``; the listener picks ``pick(valid picks, target)``."""
@@ -70,7 +74,7 @@ def test_the_protocol_table_counts_each_targets_utterances_and_the_success_after
     for seed in range(60):
         obs, _ = env.reset(seed=seed)
         target = _target(obs["robot_0"])
-        objects = [ln.split(". ", 1)[1] for ln in obs["robot_0"].splitlines() if ln[:1].isdigit()]
+        objects = _objects(obs["robot_0"])
         other = next(o for o in objects if o != target)
         by_setting.setdefault(f"{target} (other: {other})", []).append(seed)
     setting, seeds = max(by_setting.items(), key=lambda kv: len(kv[1]))
@@ -102,7 +106,7 @@ def test_by_step_counts_telling_words_and_listeners_following_them(tmp_path):
     for seed in range(12):
         obs, _ = env.reset(seed=seed)
         colour = _target(obs["robot_0"]).split()[0]
-        objects = [ln.split(". ", 1)[1] for ln in obs["robot_0"].splitlines() if ln[:1].isdigit()]
+        objects = _objects(obs["robot_0"])
         telling.append(sum(colour in o.split() for o in objects) == 1)
         reply = f"<say>{colour}</say><action>say</action>"
         step1 += _episode_rows(seed, reply, _right)

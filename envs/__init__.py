@@ -41,6 +41,7 @@ _SIGNAL_BASELINES = {
     "expert": "teamgym.envs.signal.baselines:SignalExpert",
     "babbler": "teamgym.envs.signal.baselines:SignalBabbler",
     "palette-babbler": "teamgym.envs.signal.baselines:SignalPaletteBabbler",
+    "any-order-babbler": "teamgym.envs.signal.baselines:SignalAnyOrderBabbler",
 }
 register(
     "signal-v1",

@@ -13,6 +13,7 @@ from teamgym.envs.signal.world import decode, describe
 __all__ = [
     "CONVENTIONS",
     "ConventionSpeaker",
+    "SignalAnyOrderBabbler",
     "SignalBabbler",
     "SignalExpert",
     "SignalPaletteBabbler",
@@ -22,6 +23,7 @@ _ITEM = re.compile(r"^(\d+)\. (.+)$", re.MULTILINE)
 _TARGET = re.compile(r"^The target is: (.+)$", re.MULTILINE)
 _BUDGET = re.compile(r"at most (\d+) words")
 _MESSAGE = re.compile(r"^- robot_\d+: (.*)$", re.MULTILINE)
+_SAY = re.compile(r"<say>(.*)</say>")
 
 
 class SignalExpert:
@@ -82,10 +84,32 @@ class SignalBabbler(RandomPolicy):
         valid = list(info.get("valid_actions", []))
         items = [text for _, text in _ITEM.findall(observation)]
         if "say" in valid and items:
-            return f"<say>{items[int(self.rng.integers(len(items)))]}</say><action>say</action>"
+            return self.message(items[int(self.rng.integers(len(items)))])
         picks = [a for a in valid if a.startswith("pick ")]
         choice = picks or valid or ["wait"]
         return f"<action>{choice[int(self.rng.integers(len(choice)))]}</action>"
+
+    @staticmethod
+    def message(name: str) -> str:
+        """The speaker's reply naming ``name``: ``<say>green</say><action>say</action>``."""
+        return f"<say>{name}</say><action>say</action>"
+
+
+class SignalAnyOrderBabbler(SignalBabbler):
+    """The babbler, but the words of the object it names come in a random order (``circle
+    green`` as often as ``green circle``). Under a word budget the babbler's first word is
+    always a colour, so a warm-up on its replies leaves a speaker that never says the shape;
+    this one's first word is any attribute, so RL can find which one tells the target apart."""
+
+    def act(self, agent: str, observation: str, info: Mapping[str, Any]) -> str:
+        """Name a random object in a random word order (speaker) or pick a random one."""
+        reply = super().act(agent, observation, info)
+        spoken = _SAY.search(reply)
+        if spoken is None:
+            return reply
+        words = spoken.group(1).split()
+        order = self.rng.permutation(len(words))
+        return self.message(" ".join(words[int(i)] for i in order))
 
 
 class SignalPaletteBabbler(SignalBabbler):
@@ -124,11 +148,6 @@ class SignalPaletteBabbler(SignalBabbler):
             return self.message(self.palette[int(self.rng.integers(len(self.palette)))])
         return super().act(agent, observation, info)
 
-    @staticmethod
-    def message(name: str) -> str:
-        """The speaker's reply naming ``name``: ``<say>green</say><action>say</action>``."""
-        return f"<say>{name}</say><action>say</action>"
-
 
 #: How ``convention:STYLE`` frames the expert's description (``{}``: its words). The negating
 #: styles name the other object instead (two candidates only; else they speak bare).
@@ -142,7 +161,6 @@ CONVENTIONS = {
 }
 _NEGATING = frozenset({"not", "isnot"})
 _FILLERS = frozenset(w for t in CONVENTIONS.values() for w in t.split() if w not in ("{}", "not"))
-_SAY = re.compile(r"<say>(.*)</say>")
 
 
 class ConventionSpeaker(SignalExpert):

@@ -141,7 +141,7 @@ def test_the_llm_smoke_suite_plays_every_env_easy_and_default_beside_random_and_
 
 def test_overrides_replace_the_suite_values_and_change_its_hash() -> None:
     base = load_suite("smoke", envs=["signal-v1"], episodes=3)
-    assert len(base) == 4 * 3  # random, expert, babbler, palette-babbler; 3 episodes each
+    assert len(base) == 5 * 3  # random, expert and three babblers; 3 episodes each
     only_random = load_suite("smoke", envs=["signal-v1"], episodes=3, agents=["random"])
     assert [s.label for s in only_random.settings] == ["random"]
     assert only_random.hash != base.hash
@@ -287,7 +287,7 @@ def test_no_trajectories_writes_the_results_alone(tmp_path: Path) -> None:
     assert not (tmp_path / "lean" / "trajectories.jsonl").exists()
     assert (tmp_path / "full" / "trajectories.jsonl").stat().st_size > 0
     chosen = [row.pop("actions") for row in runs["full"]["rows"]]
-    assert all(c["distinct"] > 0 for c in chosen) and len(chosen) == 4
+    assert all(c["distinct"] > 0 for c in chosen) and len(chosen) == 5
     assert runs["lean"]["rows"] == runs["full"]["rows"]
 
 

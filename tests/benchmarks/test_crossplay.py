@@ -32,13 +32,19 @@ def test_every_ordered_pairing_plays_with_the_partner_in_its_seats(tmp_path: Pat
     )
     suite = parse_suite(source)
     labels = [s.label for s in suite.settings]
-    # 4 agents: 4 self-play settings and 12 ordered pairings, the partner in robot_1 and robot_2
-    assert len(labels) == 16 and "expert+robot_1,robot_2=random" in labels
+    # 5 agents: 5 self-play settings and 20 ordered pairings, the partner in robot_1 and robot_2
+    assert len(labels) == 25 and "expert+robot_1,robot_2=random" in labels
     assert "random+robot_1,robot_2=expert" in labels and "expert" in labels
     run_suite(suite, tmp_path / "run")
     rows = summarise(load_run(tmp_path / "run"), [s.config_hash for s in suite.settings])
     (matrix,) = crossplay_matrix(suite, rows)
-    assert matrix.agents == ["random", "expert", "babbler", "palette-babbler"] and matrix.seats == [
+    assert matrix.agents == [
+        "random",
+        "expert",
+        "babbler",
+        "palette-babbler",
+        "any-order-babbler",
+    ] and matrix.seats == [
         "robot_1",
         "robot_2",
     ]
@@ -54,8 +60,8 @@ def test_every_ordered_pairing_plays_with_the_partner_in_its_seats(tmp_path: Pat
     assert gap["gap"] == pytest.approx(gap["self_play"] - gap["cross_play"])
 
 
-def test_the_reports_plots_read_at_sixteen_pairings(tmp_path: Path) -> None:
-    """Issue 39: the run's success and collaboration plots over 16 pairings of signal's four
+def test_the_reports_plots_read_at_every_pairing_of_signals_baselines(tmp_path: Path) -> None:
+    """Issue 39: the run's success and collaboration plots over 25 pairings of signal's five
     baselines: one colour per agent A, one hatch per partner B (the summary rows carry the
     partner, as results.jsonl does), the legend below the panels, Gini on its range [0, 1]
     though every pairing's is 0 (or undefined)."""
@@ -73,13 +79,14 @@ def test_the_reports_plots_read_at_sixteen_pairings(tmp_path: Path) -> None:
         "expert",
         "babbler",
         "palette-babbler",
+        "any-order-babbler",
     }
     assert {r["contribution_gini"]["mean"] for r in rows} == {0.0, None}  # 0 where defined
     made = figures(rows)
     try:
         bars = made["success.png"].axes[0].patches
-        assert len({(b.get_facecolor(), b.get_hatch()) for b in bars}) == len(bars) == 16
-        assert len({b.get_facecolor() for b in bars}) == 4
+        assert len({(b.get_facecolor(), b.get_hatch()) for b in bars}) == len(bars) == 25
+        assert len({b.get_facecolor() for b in bars}) == 5
         for name, fig in made.items():
             fig.canvas.draw()
             [legend] = fig.legends

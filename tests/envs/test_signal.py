@@ -451,3 +451,37 @@ def test_vector_view_follows_a_round_set_from_outside() -> None:
     env.unwrapped.round = dataclasses.replace(env.unwrapped.round, target=other)
     after = env.unwrapped._game_vector_observation(speaker)
     assert not np.array_equal(before, after)
+
+
+def test_any_order_babbler_names_a_listed_object_its_words_in_either_order() -> None:
+    """The both-seats warm-up's speaker teacher: it names an object of its list, as the
+    babbler does, but its words come in either order about as often, so under a one-word
+    budget its first word is the shape about half the time (the babbler's: never)."""
+    env = make(
+        "signal-v0",
+        num_rounds=1,
+        speaker="fixed",
+        num_candidates=2,
+        num_attributes=2,
+        num_values=2,
+        word_budget=1,
+        pick_by="name",
+    )
+    babbler = make_baseline("signal-v0", "any-order-babbler", seed=0)
+    shape_first, episodes = 0, 1000
+    for seed in range(episodes):
+        obs, infos = env.reset(seed=seed)
+        babbler.reset(seed)
+        said = re.fullmatch(
+            r"<say>(\w+) (\w+)</say><action>say</action>",
+            babbler.act("robot_0", obs["robot_0"], infos["robot_0"]),
+        )
+        assert said, "one object's two words"
+        listed = re.findall(r"^\d\. (\w+) (\w+)$", obs["robot_0"], re.MULTILINE)
+        pair = (said.group(1), said.group(2))
+        assert pair in listed or pair[::-1] in listed, (pair, listed)
+        shape_first += pair[0] in ("circle", "square", "triangle", "star")
+    se = math.sqrt(1 / 4 / episodes)
+    assert abs(shape_first / episodes - 1 / 2) < 4 * se, f"{shape_first / episodes:.3f}"
+    listener = babbler.act("robot_1", *_listener_turn(env, "<say>red</say><action>say</action>"))
+    assert re.fullmatch(r"<action>pick \w+ \w+</action>", listener), listener

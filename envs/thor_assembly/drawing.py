@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from teamgym.envs.drawing import (
     INK,
-    MUTED,
     Drawing,
     act,
     document,
@@ -18,8 +17,8 @@ from teamgym.envs.drawing import (
     label,
     seat_token,
     tooltip,
-    wrap,
 )
+from teamgym.envs.thor_assembly.panel import BENCH, place_actions, place_list, side_panel
 from teamgym.envs.thor_assembly.views import _holding_text
 
 if TYPE_CHECKING:
@@ -27,8 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = ["draw", "drawing", "seat_data"]
 
-_FLOOR, _PLACE, _BENCH = "#e9ecef", "#8fb3de", "#e8590c"
-_PLAN_W, _PLAN_H, _PANEL_X, _WIDTH = 470, 340, 510, 980
+_FLOOR, _PLACE = "#e9ecef", "#8fb3de"
+_PLAN_W, _PLAN_H, _WIDTH = 470, 340, 980
 
 
 def seat_data(env: ThorAssemblyEnv, agent: str) -> dict[str, Any]:
@@ -116,13 +115,6 @@ def drawing(env: ThorAssemblyEnv, agent: str) -> Drawing:
     return Drawing("thor-assembly", data, draw(data), legend=legend)
 
 
-def _place_actions(name: str, workbench: bool = False) -> list[str]:
-    """What a robot may do with a place (the page offers those valid now)."""
-    return [f"goto {name}", f"open {name}", f"close {name}", f"put {name}"] + (
-        ["inspect"] if workbench else []
-    )
-
-
 def draw(data: dict[str, Any]) -> str:
     """The house and task of ``data`` (see :func:`seat_data`) as SVG."""
     out = [
@@ -136,9 +128,9 @@ def draw(data: dict[str, Any]) -> str:
         )
     ]
     plan_bottom = _floor_plan(out, data)
-    panel_bottom = _panel(out, data)
+    panel_bottom = side_panel(out, data)
     y = max(plan_bottom, panel_bottom) + 30
-    y = _places(out, data, y)
+    y = place_list(out, data, y)
     title = (
         f"The house as {data['seat']} knows it: "
         + (f"at {data['at']}" if data["at"] else "on the way" if data["travel"] else "at the start")
@@ -218,7 +210,7 @@ def _floor_plan(out: list[str], data: dict[str, Any]) -> float:
         px, py = at(x, z)
         bench = any(p["workbench"] for _, p in members)
         names = [p["name"] for _, p in members]
-        actions = [a for n, p in members for a in _place_actions(p["name"], p["workbench"])]
+        actions = [a for n, p in members for a in place_actions(p["name"], p["workbench"])]
         what = " / ".join(f"{n}. {p['name']}" for n, p in members)
         size = max(s, 20)
         out.append(
@@ -234,7 +226,7 @@ def _floor_plan(out: list[str], data: dict[str, Any]) -> float:
                         "width": size,
                         "height": size,
                         "rx": 3,
-                        "fill": _BENCH if bench else _PLACE,
+                        "fill": BENCH if bench else _PLACE,
                         "stroke": INK,
                         "stroke-width": 1.2,
                         "class": "frame",
@@ -251,180 +243,3 @@ def _floor_plan(out: list[str], data: dict[str, Any]) -> float:
             )
         )
     return gy + h * s
-
-
-def _panel(out: list[str], data: dict[str, Any]) -> float:
-    """The task, the robot's state, what it sees, the connections; returns its bottom."""
-    x, y = _PANEL_X, 52.0
-
-    def line(text: str, size: float = 14, **attrs: Any) -> None:
-        nonlocal y
-        for i, part in enumerate(wrap(text, 56)):
-            out.append(label(x + (0 if i == 0 else 12), y, part, size, **attrs))
-            y += size + 6
-
-    if data["phase"] == "plan":
-        line(
-            "Planning turn: "
-            + (
-                "you write the plan."
-                if data["index"] == 0
-                else f"{data['robots'][0]} is planning; wait."
-            ),
-            15,
-            font_weight="bold",
-        )
-    if data["travel"]:
-        where = f"on the way to {data['travel']['to']} ({data['travel']['steps']} step(s) left)"
-    else:
-        where = f"at {data['at']}" if data["at"] else "at your start position"
-    line(f"You ({data['seat']}) are {where}, holding {data['holding']}.", 15, font_weight="bold")
-    parts = ", ".join(p["type"] + (" (heavy)" if p["heavy"] else "") for p in data["parts"])
-    line(f"Parts: {parts}.", 14, fill=MUTED)
-    if data["teammates_here"]:
-        line("Teammates here: " + ", ".join(data["teammates_here"]) + ".")
-    for place in data["here"]:
-        if place["closed"]:
-            text = f"{place['name']} is closed"
-            out.append(_row(x, y, text, _place_actions(place["name"]), place=place["name"]))
-            y += 22
-            continue
-        text = f"{place['name']} holds " + (", ".join(place["holds"]) or "nothing")
-        out.append(_row(x, y, text, _place_actions(place["name"]), place=place["name"]))
-        y += 22
-        for thing in place["holds"]:
-            out.append(_row(x + 16, y, f"\u2022 {thing}", [f"pickup {thing}"], object=thing))
-            y += 22
-    bench = data["bench"]
-    if bench is not None:
-        line("On the workbench: " + (", ".join(bench["placed"]) or "nothing") + ".")
-        if bench["inspection"]:
-            line(f"Last inspection: {bench['inspection']}.")
-    y += 8
-    line(
-        "Connections" + ("" if bench is not None else " (seen at the workbench only)") + ":",
-        15,
-        font_weight="bold",
-    )
-    made = {tuple(c) for c in (bench or {}).get("made", [])}
-    for a, b in data["connections"]:
-        state = ("made" if (a, b) in made else "to do") if bench is not None else "?"
-        colour = "#2b8a3e" if state == "made" else MUTED
-        na, nb = _name_of(a, data), _name_of(b, data)
-        actions = (
-            [f"hold {na}", f"attach {nb} to {na}", f"hold {nb}", f"attach {na} to {nb}"]
-            if na and nb
-            else []
-        )
-        out.append(
-            el(
-                "g",
-                {
-                    **act(actions, f"connection {a}+{b}: {state}", menu=True),
-                    "data-connection": f"{a}+{b}",
-                    "data-state": state,
-                },
-                el(
-                    "rect",
-                    {
-                        "x": x - 4,
-                        "y": y - 15,
-                        "width": 300,
-                        "height": 21,
-                        "rx": 4,
-                        "fill": "transparent",
-                        "class": "frame",
-                    },
-                ),
-                el(
-                    "line",
-                    {
-                        "x1": x,
-                        "y1": y - 5,
-                        "x2": x + 24,
-                        "y2": y - 5,
-                        "stroke": colour,
-                        "stroke-width": 4,
-                        "stroke-dasharray": None if state == "made" else "4 3",
-                    },
-                ),
-                label(x + 32, y, f"{a} + {b}: {state}", 14, fill=colour),
-            )
-        )
-        y += 22
-    if data["plan"]:
-        y += 6
-        line(
-            "Plan: " + "; ".join(f"{k} -> {', '.join(v)}" for k, v in data["plan"].items()),
-            13,
-            fill=MUTED,
-        )
-    return y
-
-
-def _name_of(part: str, data: dict[str, Any]) -> str | None:
-    """The name of a part's object where the seat sees it on the workbench (``Type_N``)."""
-    bench = data["bench"] or {}
-    return next((n for n in bench.get("placed", []) if n.rsplit("_", 1)[0] == part), None)
-
-
-def _row(x: float, y: float, text: str, actions: list[str], **what: str) -> str:
-    """A line of the panel that a click acts on (``what``: its ``data-`` attributes)."""
-    attrs = {f"data-{k}": v for k, v in what.items()}
-    return el(
-        "g",
-        {**act(actions, text, menu=True), **attrs},
-        el(
-            "rect",
-            {
-                "x": x - 4,
-                "y": y - 15,
-                "width": 440,
-                "height": 21,
-                "rx": 4,
-                "fill": "transparent",
-                "class": "frame",
-            },
-        ),
-        label(x, y, text, 14),
-    )
-
-
-def _places(out: list[str], data: dict[str, Any], y: float) -> float:
-    """The numbered list of places, three columns, each a click to go there."""
-    out.append(label(16, y, "Places (steps away):", 15, font_weight="bold"))
-    y += 8
-    per = -(-len(data["places"]) // 3)
-    for i, place in enumerate(data["places"]):
-        col, row = divmod(i, per)
-        px, py = 16 + col * 320, y + 20 + row * 22
-        away = "" if place["steps"] is None else f" \u00b7 {place['steps']}"
-        here = " (you are here)" if place["name"] == data["at"] else ""
-        bench = " (workbench)" if place["workbench"] else ""
-        actions = _place_actions(place["name"], place["workbench"])
-        out.append(
-            el(
-                "g",
-                {**act(actions, place["name"] + bench, menu=True), "data-place": place["name"]},
-                el(
-                    "rect",
-                    {
-                        "x": px - 4,
-                        "y": py - 15,
-                        "width": 310,
-                        "height": 21,
-                        "rx": 4,
-                        "fill": "transparent",
-                        "class": "frame",
-                    },
-                ),
-                label(
-                    px,
-                    py,
-                    f"{i + 1}. {place['name']}{bench}{away}{here}",
-                    13,
-                    fill=_BENCH if place["workbench"] else INK,
-                ),
-            )
-        )
-    return y + 20 + per * 22

@@ -84,10 +84,14 @@ class SignalBabbler(RandomPolicy):
         valid = list(info.get("valid_actions", []))
         items = [text for _, text in _ITEM.findall(observation)]
         if "say" in valid and items:
-            return self.message(items[int(self.rng.integers(len(items)))])
+            return self.message(self.words(items[int(self.rng.integers(len(items)))]))
         picks = [a for a in valid if a.startswith("pick ")]
         choice = picks or valid or ["wait"]
         return f"<action>{choice[int(self.rng.integers(len(choice)))]}</action>"
+
+    def words(self, name: str) -> str:
+        """What the speaker says for the object ``name``: its name, as listed."""
+        return name
 
     @staticmethod
     def message(name: str) -> str:
@@ -97,19 +101,15 @@ class SignalBabbler(RandomPolicy):
 
 class SignalAnyOrderBabbler(SignalBabbler):
     """The babbler, but the words of the object it names come in a random order (``circle
-    green`` as often as ``green circle``). Under a word budget the babbler's first word is
-    always a colour, so a warm-up on its replies leaves a speaker that never says the shape;
-    this one's first word is any attribute, so RL can find which one tells the target apart."""
+    green`` as often as ``green circle``). The babbler says them in the listed order, so under a
+    one-word budget in the colour-and-shape game its first word is always the colour and a
+    warm-up on its replies leaves a speaker that never says the shape; this one's first word is
+    any attribute, so RL can find which one tells the target apart."""
 
-    def act(self, agent: str, observation: str, info: Mapping[str, Any]) -> str:
-        """Name a random object in a random word order (speaker) or pick a random one."""
-        reply = super().act(agent, observation, info)
-        spoken = _SAY.search(reply)
-        if spoken is None:
-            return reply
-        words = spoken.group(1).split()
-        order = self.rng.permutation(len(words))
-        return self.message(" ".join(words[int(i)] for i in order))
+    def words(self, name: str) -> str:
+        """The object's words in a random order."""
+        words = name.split()
+        return " ".join(words[int(i)] for i in self.rng.permutation(len(words)))
 
 
 class SignalPaletteBabbler(SignalBabbler):

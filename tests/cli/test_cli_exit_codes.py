@@ -148,7 +148,7 @@ def test_a_finished_run_says_complete_and_names_the_plots_it_wrote(tmp_path: Pat
     again = _teamgym(*argv, "--out", str(tmp_path / "run"))
     out = _one_line(again.stdout)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "resuming" not in out and "is complete: all 8 episodes done" in out, out  # 4 agents
+    assert "resuming" not in out and "is complete: all 10 episodes done" in out, out  # 5 agents
 
 
 def test_no_plots_are_claimed_when_none_was_written(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ generated tokens, from its results' ``llm`` counts); with the run's trajectories
 gets ``actions``: the distinct legal actions its agent chose and which of its seats did the same
 in every episode whatever they saw (:mod:`teamgym.benchmarks.choices`). :func:`write_report` writes
 ``summary.json``, ``report.md`` (with what success means in each env, :func:`success_criteria`)
-and the plots (:func:`figures`, each with its caption); :func:`compare_runs` says, episode by
+and the plots (:func:`figures`, each with its caption); :func:`~teamgym.benchmarks.reproduce.compare_runs` says, episode by
 episode, whether two runs reproduced each other; :func:`paired_compare` tests whether agent A beats
 agent B on the same seeds (McNemar's exact test on success, Wilcoxon's signed-rank test on
 score, paired 95% intervals of both differences).
@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +33,7 @@ from teamgym.benchmarks.results import JsonLines, latest_by_key
 from teamgym.envs.describe import success_criteria
 
 __all__ = [
-    "Comparison",
     "Report",
-    "compare_runs",
     "episodes",
     "interval_name",
     "load_run",
@@ -375,48 +373,3 @@ def write_report(run_dir: str | Path) -> Report:
     plots = write_plots(run_dir, rows)
     (run_dir / "report.md").write_text(_markdown(run_dir, rows, plots, meta))
     return Report(rows, plots)
-
-
-@dataclass
-class Comparison:
-    """Episode-by-episode agreement of two runs (see :func:`compare_runs`)."""
-
-    same: list[str] = field(default_factory=list)
-    different: list[tuple[str, str]] = field(default_factory=list)
-    """(key, what differs)."""
-    only_a: list[str] = field(default_factory=list)
-    only_b: list[str] = field(default_factory=list)
-    versions: tuple[set[str], set[str]] = field(default_factory=lambda: (set(), set()))
-
-    @property
-    def reproduced(self) -> bool:
-        """Every episode of each run is in the other, with the same trajectory and metrics."""
-        return bool(self.same) and not (self.different or self.only_a or self.only_b)
-
-
-def compare_runs(run_a: str | Path, run_b: str | Path) -> Comparison:
-    """Match the episodes of two runs by key and compare status, trajectory hash and metrics."""
-    a, b = load_run(run_a), load_run(run_b)
-    out = Comparison(
-        versions=(
-            {r["package_version"] for r in a.values()},
-            {r["package_version"] for r in b.values()},
-        )
-    )
-    for key in sorted(set(a) | set(b)):
-        if key not in b:
-            out.only_a.append(key)
-        elif key not in a:
-            out.only_b.append(key)
-        else:
-            ra, rb = a[key], b[key]
-            diffs = [
-                name
-                for name in ("status", "trajectory_hash", "metrics")
-                if ra.get(name) != rb.get(name)
-            ]
-            if diffs:
-                out.different.append((key, ", ".join(diffs)))
-            else:
-                out.same.append(key)
-    return out

@@ -45,7 +45,8 @@ def add_parser(inner: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def _compare(args: argparse.Namespace, console: Console) -> int:
-    from teamgym.benchmarks.report import compare_runs, episodes
+    from teamgym.benchmarks.report import episodes
+    from teamgym.benchmarks.reproduce import compare_runs
 
     if args.paired:
         return _compare_paired(args, console)

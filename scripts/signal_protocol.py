@@ -4,6 +4,7 @@ its word budget, as the listener reads them), read from verl's validation dump
 
     python scripts/signal_protocol.py runs/sig-s0/val/0.jsonl runs/sig-s0/val/40.jsonl
     python scripts/signal_protocol.py --by-step runs/sig-s0/rollout
+    python scripts/signal_protocol.py --signal runs/sig-s0/rollout
 
 Each dump row is one seat's trajectory of one episode (verl's ``input``: the seat's first
 prompt; ``output``: its replies and the env's later turns as decoded text). The speaker's row is
@@ -11,7 +12,11 @@ the one whose prompt says "You are the speaker"; its first reply is parsed with 
 parser (:func:`teamgym.envs.parsing.parse_reply`). Prints one Markdown table per dump; with
 ``--by-step DIR`` (verl's ``trainer.rollout_data_dir`` or ``validation_data_dir``), one row per
 step's dump: how often the speaker's words tell the target apart from the other objects, and how
-often the listener picks the one object a message names.
+often the listener picks the one object a message names. With ``--signal DIR`` (the training
+rollouts), where GRPO's signal on the speaker's word went, five steps a row: by what the target
+shares with the other objects, the summed group-centred score of each kind of word sent (the
+target's first word, its second, ...), the advantage's sign and size before GRPO divides by the
+group's spread; a group whose copies all scored alike adds nothing.
 """
 
 from __future__ import annotations
@@ -122,6 +127,63 @@ def by_step(folder: Path) -> str:
     return "\n".join(lines)
 
 
+def _context(target: str, others: list[str]) -> str:
+    """Which of the target's words (by place) every other object shares: ``same word 1``, ...,
+    or ``shares none``."""
+    words = target.split()
+    same = [
+        str(i + 1)
+        for i, w in enumerate(words)
+        if others and all(i < len(o.split()) and o.split()[i] == w for o in others)
+    ]
+    return f"same word {', '.join(same)}" if same else "shares none"
+
+
+def _word_kind(target: str, said: str) -> str:
+    """``word N`` when the speaker sent the target's N-th word first, else what it sent."""
+    if not said.startswith("say "):
+        return said
+    first = said.removeprefix("say ").strip('"').split()[0]
+    words = target.split()
+    return f"word {words.index(first) + 1}" if first in words else "another word"
+
+
+def signal(folder: Path, every: int = 5) -> str:
+    """One Markdown row per ``every`` steps of dumps in ``folder``: for each context (what the
+    target shares with the other objects), each kind of word's summed group-centred score and
+    its rows. Groups are verl's prompt uid (the part before the first ``_``), the speaker's
+    copies of one episode."""
+    blocks: dict[int, dict[str, dict[str, list[float]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list))
+    )
+    for path in folder.glob("*.jsonl"):
+        groups: dict[str, list[tuple[str, str, float]]] = defaultdict(list)
+        for row in _read(path):
+            turn = speaker_turn(row)
+            if turn is not None:
+                target, others, said = turn
+                group = str(row.get("uid", "")).split("_")[0]
+                groups[group].append(
+                    (_context(target, others), _word_kind(target, said), float(row["score"]))
+                )
+        for rows in groups.values():
+            mean = sum(score for *_, score in rows) / len(rows)
+            for context, kind, score in rows:
+                blocks[int(path.stem) // every * every][context][kind].append(score - mean)
+    lines = [
+        "| steps | context | each word sent: summed centred score (rows) |",
+        "| --- | --- | --- |",
+    ]
+    for start in sorted(blocks):
+        for context in sorted(blocks[start]):
+            cells = [
+                f"{kind}: {sum(v):+.2f} ({len(v)})"
+                for kind, v in sorted(blocks[start][context].items())
+            ]
+            lines.append(f"| {start}-{start + every - 1} | {context} | {'; '.join(cells)} |")
+    return "\n".join(lines)
+
+
 def _read(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
@@ -131,9 +193,10 @@ def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2
-    if argv[0] == "--by-step":
+    if argv[0] in ("--by-step", "--signal"):
+        table = by_step if argv[0] == "--by-step" else signal
         for folder in argv[1:]:
-            print(f"{folder}\n\n{by_step(Path(folder))}\n")
+            print(f"{folder}\n\n{table(Path(folder))}\n")
         return 0
     for name in argv:
         rows = _read(Path(name))

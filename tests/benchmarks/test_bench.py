@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from teamgym.benchmarks.baselines import run_baselines
-from teamgym.benchmarks.report import compare_runs, load_run, summarise, wilson
+from teamgym.benchmarks.report import load_run, summarise, wilson
+from teamgym.benchmarks.reproduce import compare_runs
 from teamgym.benchmarks.results import JsonLines
 from teamgym.benchmarks.runner import RunDirError, run_suite
 from teamgym.benchmarks.suites import SuiteError, load_suite, parse_suite, shipped_suites

@@ -130,3 +130,42 @@ def test_without_a_dump_it_prints_its_usage():
     done = _script()
     assert done.returncode == 2
     assert "validation_data_dir" in done.stderr
+
+
+def _wrong(picks: list[str], target: str) -> str:
+    return next(p for p in picks if p != f"pick {target}")
+
+
+def test_signal_sums_each_words_group_centred_score_by_what_the_target_shares(tmp_path):
+    """Two copies of an episode whose objects share their first word (the colour): the shape
+    sent and picked right (+0.5), the colour sent and the other object picked (-0.5); two copies
+    of an episode whose objects share nothing, both the colour, both right (a group that scored
+    alike adds nothing)."""
+    env = make("signal-v0", **ARGS)
+    seeds: dict[str, int] = {}
+    for seed in range(60):
+        obs, _ = env.reset(seed=seed)
+        target = _target(obs["robot_0"]).split()
+        other = next(o for o in _objects(obs["robot_0"]) if o.split() != target).split()
+        context = (
+            "same colour" if target[0] == other[0] else "none" if target[1] != other[1] else ""
+        )
+        seeds.setdefault(context, seed)
+    rows = []
+    for group, (seed, replies) in enumerate(
+        [(seeds["same colour"], [(1, _right), (0, _wrong)]), (seeds["none"], [(0, _right)] * 2)]
+    ):
+        obs, _ = env.reset(seed=seed)
+        words = _target(obs["robot_0"]).split()
+        for copy, (word, pick) in enumerate(replies):
+            reply = f"<say>{words[word]}</say><action>say</action>"
+            for agent, row in enumerate(_episode_rows(seed, reply, pick)):
+                rows.append({**row, "score": row["success"], "uid": f"g{group}_{agent}_{copy}_0"})
+    _dump(tmp_path / "dump" / "3.jsonl", rows)
+    done = _script("--signal", str(tmp_path / "dump"))
+    assert done.returncode == 0, done.stderr
+    table = [r for r in done.stdout.splitlines() if r.startswith("| 0-4 ")]
+    assert table == [
+        "| 0-4 | same word 1 | word 1: -0.50 (1); word 2: +0.50 (1) |",
+        "| 0-4 | shares none | word 1: +0.00 (2) |",
+    ]

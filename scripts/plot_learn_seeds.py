@@ -73,11 +73,20 @@ def curve(run: Path) -> tuple[list[float], list[float], list[int], list[float], 
 
 
 def run_summary(run: Path) -> dict:
-    """A learn-bench run's ``summary.json``; for a ``teamgym train`` run, its seed and env."""
+    """A learn-bench run's ``summary.json``; for a ``teamgym train`` run, its seed, env and
+    whether its seats had a policy each (``--policy``) or one shared model."""
     if (run / "summary.json").exists():
         return json.loads((run / "summary.json").read_text())
     args = json.loads((run / "args.json").read_text())
-    return {"seed": args["seed"], "stage": f"train --env {args['env']}", "target": None}
+    variant = (
+        f"a policy per seat ({', '.join(args['policy'])})" if args.get("policy") else "one model"
+    )
+    return {
+        "seed": args["seed"],
+        "stage": f"train --env {args['env']}",
+        "target": None,
+        "variant": variant,
+    }
 
 
 def main(out: str, runs: list[str]) -> None:
@@ -87,8 +96,11 @@ def main(out: str, runs: list[str]) -> None:
     for d in runs:
         summary = run_summary(Path(d))
         xs, ys, steps, kl, starts = curve(Path(d))
-        (line,) = ax1.plot(xs, ys, "o-", label=f"seed {summary['seed']}")
-        ax2.plot(steps, kl, color=line.get_color(), label=f"seed {summary['seed']}")
+        label = f"seed {summary['seed']}" + (
+            f", {summary['variant']}" if "variant" in summary else ""
+        )
+        (line,) = ax1.plot(xs, ys, "o-", label=label)
+        ax2.plot(steps, kl, color=line.get_color(), label=label)
         for x in starts:
             ax1.axvline(x, color=line.get_color(), lw=0.6, alpha=0.6)
     if summary.get("target", 0.9) is not None:

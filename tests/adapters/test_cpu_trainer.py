@@ -138,6 +138,7 @@ def test_training_steps_write_metrics_checkpoints_and_a_curve(model_dir, tmp_pat
     xs, ys, steps, _, _ = plot.curve(out)
     assert ys == [start["eval_success"], lines[1]["eval_success"]] and steps == [1, 2]
     assert xs[1] == pytest.approx(lines[0]["seconds"] + lines[1]["seconds"])
+    assert plot.run_summary(out)["variant"] == "one model"  # the legend: not --policy
     plot.main(str(tmp_path / "seeds.png"), [str(out)])
     assert (tmp_path / "seeds.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

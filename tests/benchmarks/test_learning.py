@@ -221,6 +221,18 @@ def test_team_curriculum_smoke(tmp_path, monkeypatch) -> None:
     for variant, variant_summary in (("shared", summary), ("per-seat", per_seat)):
         m = pairs[variant]["matrix"]  # one run twice: every cell is that run's own team
         assert m == [[variant_summary["speaker"]["success"]] * 2] * 2, (variant, m)
+    # --train: teamgym train runs (one shared, one per seat) and a model in both seats, one
+    # matrix with the runs' own settings; each run's own team is its speaker table's success
+    train_runs = [tmp_path / "both", tmp_path / "both-per-seat", tmp_path / "listener" / "policy"]
+    subprocess.run(
+        [sys.executable, str(crossplay), str(out), "--train", *map(str, train_runs),
+         "--episodes", "6"],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    m = json.loads(out.with_suffix(".json").read_text())["train"]["matrix"]
+    assert [m[0][0], m[1][1]] == [summary["speaker"]["success"], per_seat["speaker"]["success"]]
+    assert len(m) == 3 and all(len(row) == 3 and all(0 <= v <= 1 for v in row) for row in m)
     # another stage's settings under the same directory are refused, not resumed
     monkeypatch.setattr(learn_team, "TEAM", replace(learn_team.TEAM, **tiny, lr=1e-2))
     from teamgym.cli.common import CommandError

@@ -41,10 +41,8 @@ from teamgym.benchmarks.learn.team import (
 VARIANTS = {"shared": "both", "per-seat": "both-per-seat"}
 
 
-def matrix(runs: list[Path], folder: str, episodes: int) -> list[list[float]]:
-    """``[i][j]``: held-out success of run i's speaker with run j's listener."""
-    args = phase_args(runs[0], 0, runs[0] / "model")[-1]
-    models = [final_models(run / folder) for run in runs]
+def pairings(models: list[dict[str, Path]], args: TrainArgs, episodes: int) -> list[list[float]]:
+    """``[i][j]``: held-out success of ``models[i]``'s speaker with ``models[j]``'s listener."""
     return [
         [
             speaker_words(
@@ -56,6 +54,12 @@ def matrix(runs: list[Path], folder: str, episodes: int) -> list[list[float]]:
         ]
         for speaker in models
     ]
+
+
+def matrix(runs: list[Path], folder: str, episodes: int) -> list[list[float]]:
+    """``[i][j]``: held-out success of run i's speaker with run j's listener."""
+    args = phase_args(runs[0], 0, runs[0] / "model")[-1]
+    return pairings([final_models(run / folder) for run in runs], args, episodes)
 
 
 def train_models(run: Path) -> dict[str, Path]:
@@ -76,18 +80,7 @@ def train_matrix(runs: list[Path], episodes: int) -> list[list[float]]:
     """``[i][j]``: held-out success of run i's speaker with run j's listener, with the settings
     of the first ``teamgym train`` run among ``runs``."""
     args = train_args(next(r for r in runs if (r / "args.json").exists()))
-    models = [train_models(run) for run in runs]
-    return [
-        [
-            speaker_words(
-                {SPEAKER: speaker[SPEAKER], LISTENER_AGENT: listener[LISTENER_AGENT]},
-                args,
-                episodes,
-            )["success"]
-            for listener in models
-        ]
-        for speaker in models
-    ]
+    return pairings([train_models(run) for run in runs], args, episodes)
 
 
 def _print(name: str, runs: list[Path], m: list[list[float]]) -> dict[str, list]:

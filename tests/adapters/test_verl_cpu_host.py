@@ -438,3 +438,47 @@ def test_the_cpu_weight_bucket_holds_the_largest_tensor_and_no_more(
     if "vocab_size" in text:
         largest = max(text["vocab_size"], text["intermediate_size"]) * text["hidden_size"] * 4
         assert bucket << 20 >= largest, "the largest float32 tensor fits"
+
+
+@pytest.mark.parametrize(
+    ("flags", "choice", "dtype"),
+    [
+        pytest.param("flags\t\t: fpu sse2 avx2 fma", "auto", "float32", id="avx2"),
+        pytest.param("flags\t\t: avx2 avx512f avx512_bf16", "auto", "bfloat16", id="avx512_bf16"),
+        pytest.param("flags\t\t: avx2 avx512f amx_bf16", "auto", "bfloat16", id="amx"),
+        pytest.param("Features\t: fp asimd sve bf16", "auto", "bfloat16", id="arm_bf16"),
+        pytest.param("flags\t\t: avx2 avx512f", "auto", "float32", id="avx512_without_bf16"),
+        pytest.param("flags\t\t: avx2", "bfloat16", "bfloat16", id="bfloat16_as_given"),
+        pytest.param("flags\t\t: avx512_bf16", "float32", "float32", id="float32_as_given"),
+    ],
+)
+def test_the_cpu_host_computes_in_bfloat16_only_where_the_cpu_has_its_instructions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: str, choice: str, dtype: str
+) -> None:
+    """Without bfloat16 instructions PyTorch converts every operand, and verl's bfloat16 actor
+    ran 5x slower than float32 (one test's step past its 900 s on an AVX2-only CI machine):
+    ``teamgym.cpu_dtype`` sets the actor's, the reference's and vLLM's number format."""
+    from teamgym.adapters.verl import resolvers
+    from teamgym.adapters.verl.train import compose_config
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\n{flags}\n\nprocessor\t: 1\n{flags}\n")
+    monkeypatch.setattr(resolvers.cpu_dtype, "__defaults__", ("auto", str(cpuinfo)))
+    cfg = compose_config(
+        ["teamgym.dataset_dir=/nonexistent", f"teamgym.cpu_dtype={choice}"], cpu=True
+    )
+    a = cfg.actor_rollout_ref
+    assert a.actor.fsdp_config.mixed_precision.param_dtype == dtype
+    assert a.ref.fsdp_config.mixed_precision.param_dtype == dtype
+    assert a.rollout.dtype == dtype
+    gpu = compose_config(["teamgym.dataset_dir=/nonexistent"])  # verl's bfloat16 on a GPU
+    assert gpu.actor_rollout_ref.rollout.dtype == "bfloat16"
+    assert gpu.actor_rollout_ref.actor.fsdp_config.get("mixed_precision") is None
+
+
+def test_a_cpu_dtype_that_is_no_format_is_refused() -> None:
+    from teamgym.adapters.verl.train import compose_config
+
+    cfg = compose_config(["teamgym.dataset_dir=/nonexistent", "teamgym.cpu_dtype=fp8"], cpu=True)
+    with pytest.raises(Exception, match="use auto, bfloat16 or float32"):
+        _ = cfg.actor_rollout_ref.rollout.dtype

@@ -931,8 +931,9 @@ def test_main_ppo_with_vllm_on_smollm2_plays_only_the_model_turns_and_samples_it
     """One step of ``main_ppo`` with vLLM on SmolLM2, the agent loop as shipped (only the
     stage's reply cap and stop string set): every turn vLLM served is a pick (the listener's
     ``wait`` is the loop's, never sent); verl's validation before training (greedy, through
-    vLLM in bfloat16) replies as the imported float32 model does in-process on the same
-    prompt ids; and the log-probabilities vLLM returned for its samples are the model's."""
+    vLLM in the CPU host's number format: bfloat16 where the CPU has its instructions, else
+    float32) replies as the imported float32 model does in-process on the same prompt ids; and
+    the log-probabilities vLLM returned for its samples are the model's."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -168,6 +168,23 @@ def shared_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
+@contextlib.contextmanager
+def _built_once(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Path | None]:
+    """``with _built_once(f, name) as where``: ``where`` is a folder both xdist workers share, to
+    build in, held under a lock (the other worker waits), or None when it is built already."""
+    import fcntl
+
+    root = shared_tmp(tmp_path_factory) / name
+    root.mkdir(exist_ok=True)
+    with open(root / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (root / "built").exists():
+            yield None
+            return
+        yield root
+        (root / "built").touch()
+
+
 @pytest.fixture(scope="session")
 def vllm_model_dir(tmp_path_factory) -> Path:
     """A local model vLLM's CPU build serves (2 heads: head size 32; the default 4 give 16, which
@@ -177,27 +194,23 @@ def vllm_model_dir(tmp_path_factory) -> Path:
     signal (an untrained model never names a valid action, so every advantage would be 0).
     Built once per run, under a lock, in a folder both workers share: the light worker builds it
     first (``tests/agents/test_vllm_model.py`` leads its queue), off the engines' critical path."""
-    import fcntl
-
     root = shared_tmp(tmp_path_factory) / "vllm-model"
-    model, built = root / "warm" / "warmup_model", root / "built"
-    root.mkdir(exist_ok=True)
-    with open(root / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits here while one builds
-        if built.exists():
-            return model
-        teamgym = [sys.executable, "-m", "teamgym"]
-        steps = [
-            [*teamgym, "model", "init", "--out", str(root / "init"), "--heads", "2"],
-            [*teamgym, "train", "--model", str(root / "init"), "--out", str(root / "warm"),
-             "--env", "signal-v0", "--env-arg", "num_rounds=2", "--steps", "0",
-             "--warmup-steps", "200", "--warmup-policy", "random", "--eval-episodes", "8",
-             "--quiet"],
-        ]  # fmt: skip
-        for cmd in steps:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-            assert proc.returncode == 0, f"{cmd[3:5]}: {proc.stdout[-2000:]}{proc.stderr[-3000:]}"
-        built.touch()
+    model = root / "warm" / "warmup_model"
+    with _built_once(tmp_path_factory, "vllm-model") as building:  # the other worker waits
+        if building is not None:
+            teamgym = [sys.executable, "-m", "teamgym"]
+            steps = [
+                [*teamgym, "model", "init", "--out", str(root / "init"), "--heads", "2"],
+                [*teamgym, "train", "--model", str(root / "init"), "--out", str(root / "warm"),
+                 "--env", "signal-v0", "--env-arg", "num_rounds=2", "--steps", "0",
+                 "--warmup-steps", "200", "--warmup-policy", "random", "--eval-episodes", "8",
+                 "--quiet"],
+            ]  # fmt: skip
+            for cmd in steps:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+                assert proc.returncode == 0, (
+                    f"{cmd[3:5]}: {proc.stdout[-2000:]}{proc.stderr[-3000:]}"
+                )
     return model
 
 
@@ -467,23 +480,6 @@ def serve_process() -> type[Served]:
     """``serve_process(model_dir)``: a ``teamgym serve`` of ``model_dir`` on a free port
     (:class:`Served`; ``.url``, ``.stop()``)."""
     return Served
-
-
-@contextlib.contextmanager
-def _built_once(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Path | None]:
-    """``with _built_once(f, name) as where``: ``where`` is a folder both xdist workers share, to
-    build in, held under a lock (the other worker waits), or None when it is built already."""
-    import fcntl
-
-    root = shared_tmp(tmp_path_factory) / name
-    root.mkdir(exist_ok=True)
-    with open(root / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (root / "built").exists():
-            yield None
-            return
-        yield root
-        (root / "built").touch()
 
 
 @pytest.fixture(scope="session")

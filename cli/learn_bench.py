@@ -70,6 +70,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="team: phase 2 with a model per seat (the speaker's and the listener's), beside "
         "the shared model's run in the same --out",
     )
+    p.add_argument(
+        "--model",
+        default=None,
+        metavar="DIR",
+        help="sharing: start every seed from this pretrained model (teamgym model import "
+        "smollm2 --out DIR) with the stage's settings for one, instead of building the local model",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -82,6 +89,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise CommandError(
             f"--sharing applies to marl; the {args.stage} stage sets its own rewards"
         )
+    if getattr(args, "model", None) is not None:
+        if args.stage != SHARING:
+            raise CommandError(
+                f"--model applies to sharing; the {args.stage} stage builds its own model"
+            )
+        if not (Path(args.model) / "config.json").is_file():
+            raise CommandError(
+                f"--model {args.model}: no model there (no config.json); import one with "
+                f"`teamgym model import smollm2 --out {args.model}`"
+            )
     if getattr(args, "per_seat", False) and args.stage != TEAM:
         raise CommandError(f"--per-seat applies to team; the {args.stage} stage trains one model")
     runners = {ALL: _run_all, SHARING: _run_sharing, TEAM: _run_team, MARL: _run_marl}
@@ -117,7 +134,9 @@ def _run_sharing(args: argparse.Namespace, out: str, console: Console) -> int:
     from teamgym.benchmarks.learn.sharing import DESCRIPTION, run_sharing
 
     seeds = (args.seed, args.seed + 1, args.seed + 2)
-    summary = run_sharing(out, seeds=seeds, steps=args.steps, progress=not args.quiet)
+    summary = run_sharing(
+        out, seeds=seeds, steps=args.steps, progress=not args.quiet, model=args.model
+    )
     console.print(f"learn-bench sharing: {DESCRIPTION}")
     for row in summary["table"]:
         per_seed = ", ".join(f"{c:.2f}" for c in row["p_contribute_per_seed"])

@@ -110,20 +110,33 @@ def sample_batch(
     position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
     results: list[tuple[list[int], list[float]]] = [([], []) for _ in requests]
     active = [r.max_tokens > 0 for r in requests]
+    # a GRPO group's copies ask with the same prompt: the prefill runs each distinct one once
+    seen: dict[tuple[int, ...], int] = {}
+    firsts: list[int] = []  # the first request of each distinct prompt
+    for i, r in enumerate(requests):
+        if seen.setdefault(tuple(r.prompt_ids), len(firsts)) == len(firsts):
+            firsts.append(i)
+    owner = torch.tensor([seen[tuple(r.prompt_ids)] for r in requests])
+    rows = torch.tensor(firsts, dtype=torch.long)
     past = None
     for _ in range(max((r.max_tokens for r in requests), default=0)):
         if not any(active):
             break
+        prefill = past is None and len(rows) < n
+        pick = rows if prefill else slice(None)
         out = model(
-            input_ids=input_ids.to(device),
-            attention_mask=attention.to(device),
-            position_ids=position_ids.to(device),
+            input_ids=input_ids[pick].to(device),
+            attention_mask=attention[pick].to(device),
+            position_ids=position_ids[pick].to(device),
             past_key_values=past,
             use_cache=True,
             **keep_logits(model, 1),  # not the prefill's at every position: GBs for SmolLM2
         )
         past = out.past_key_values
         logits = out.logits[:, -1].float().cpu()
+        if prefill:  # every request gets its prompt's keys, values and next-token logits
+            past.reorder_cache(owner.to(device))
+            logits = logits[owner]
         log_probs = torch.log_softmax(logits, dim=-1)
         step = torch.full((n, 1), pad_id, dtype=torch.long)
         for i, r in enumerate(requests):

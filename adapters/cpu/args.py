@@ -105,7 +105,8 @@ class TrainArgs:
     """Trajectories per forward and backward pass (VERL's ppo_micro_batch_size_per_gpu): an
     optimiser step accumulates the gradients of its mini-batch's micro-batches, weighted so the
     loss is the mini-batch's token mean; the update's memory grows with it, its result does not
-    (2 keeps SmolLM2's step under 6 GB: docs/speed.md)."""
+    (2 keeps SmolLM2's step under 6 GB: docs/speed.md). Copies of one prompt (a GRPO group's)
+    fill micro-batches together and run that prompt once: at the group size, once a group."""
     clip_ratio: float = 0.2
     """PPO clip range."""
     max_reply_tokens: int = 16

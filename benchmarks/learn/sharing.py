@@ -24,7 +24,7 @@ import numpy as np
 from teamgym.adapters.cpu.args import TrainArgs
 from teamgym.benchmarks.learn.base import BENCHMARK, LEARNER, build_stage_model
 
-__all__ = ["RUNS", "SETTINGS", "plot_sharing", "run_sharing", "sharing_table"]
+__all__ = ["PRETRAINED", "RUNS", "SETTINGS", "plot_sharing", "run_sharing", "sharing_table"]
 
 #: Two agents, one round, one coin each, the multiplier fixed at 1.5, no talk phase.
 ENV_KWARGS = {
@@ -52,6 +52,28 @@ SETTINGS = replace(
     eval_every=15,
     eval_episodes=64,
 )
+#: The stage's settings for a pretrained model (``run_sharing(model=DIR)``, ``teamgym learn-bench
+#: sharing --model DIR``), such as SmolLM2-135M-Instruct: an imported instruct model needs a
+#: fine-tuning learning rate (1e-5, as the listener's GRPO with SmolLM2) and a short warm-up to
+#: the two commands, not 100 steps at 5e-4. Every episode's text is the same here (one round, the
+#: multiplier fixed), so 2 episode seeds of 8 copies a step sample as many choices as 16 seeds of 1,
+#: and 32 held-out greedy episodes say no more than 4: 32 keeps 64 sampled choices per measure. One
+#: micro-batch holds the whole step (32 trajectories, 2 distinct prompts: one per agent), so each
+#: prompt runs once a pass: the memory is a few hundred tokens' activations. No guard: its
+#: watch on success (everyone contributing) rolled weight 0's free-riding back to the start at
+#: step 5 on SmolLM2, where that free-riding is the result being measured.
+PRETRAINED = replace(
+    SETTINGS,
+    guard_patience=0,
+    episodes_per_step=2,
+    group_size=8,
+    micro_batch=32,
+    lr=1e-5,
+    warmup_steps=10,
+    warmup_lr=2e-5,
+    eval_episodes=32,
+    max_reply_tokens=16,
+)
 #: A run of the stage: (name, sharing weight, advantage estimator), and optionally the sharing
 #: mode (``mixed`` when left out; ``difference`` ignores the weight).
 Run = tuple[str, float, str] | tuple[str, float, str, str]
@@ -75,17 +97,21 @@ def run_sharing(
     steps: int | None = None,
     runs: tuple[Run, ...] = RUNS,
     progress: bool = True,
+    model: str | Path | None = None,
 ) -> dict[str, Any]:
     """Every run of ``runs`` for every seed (resuming finished parts); writes ``summary.json``
-    and ``sharing.png`` in ``out`` and returns the summary."""
+    and ``sharing.png`` in ``out`` and returns the summary. ``model``: a pretrained model
+    directory every seed starts from, under :data:`PRETRAINED`, instead of the stage's local
+    model built per seed under :data:`SETTINGS`."""
     from teamgym.adapters.cpu.trainer import train
 
     root = Path(out)
+    settings = SETTINGS if model is None else PRETRAINED
     warmups: dict[int, dict[str, Any]] = {}
     records: list[dict[str, Any]] = []
     for seed in seeds:
         seed_dir = root / f"seed{seed}"
-        base, start_model, warmups[seed] = _warmed_up(seed_dir, seed, steps)
+        base, start_model, warmups[seed] = _warmed_up(seed_dir, seed, steps, model)
         for name, weight, estimator, *mode in runs:
             run_dir = seed_dir / name
             args = replace(
@@ -108,8 +134,8 @@ def run_sharing(
     summary = {
         "stage": "sharing",
         "description": DESCRIPTION,
-        "settings": asdict(replace(SETTINGS, steps=SETTINGS.steps if steps is None else steps)),
-        "model": MODEL,
+        "settings": asdict(replace(settings, steps=settings.steps if steps is None else steps)),
+        "model": MODEL if model is None else {"path": str(model)},
         "seeds": list(seeds),
         "warmup": warmups,
         "runs": records,
@@ -121,20 +147,25 @@ def run_sharing(
 
 
 def _warmed_up(
-    seed_dir: Path, seed: int, steps: int | None
+    seed_dir: Path, seed: int, steps: int | None, model: str | Path | None = None
 ) -> tuple[TrainArgs, str, dict[str, Any]]:
-    """One seed's model, built and warmed up once (reused on resume under the same settings):
-    (the runs' base settings, the warm-up model, the warm-up's record with its contribution)."""
+    """One seed's model, built (or ``model``, pretrained) and warmed up once (reused on resume
+    under the same settings): (the runs' base settings, the warm-up model, the warm-up's record
+    with its contribution)."""
     from teamgym.adapters.cpu.run_state import RunDir
     from teamgym.adapters.cpu.warmup import warm_up
 
-    model_dir, build_seconds = build_stage_model(seed_dir, MODEL, seed)
+    if model is None:
+        model_dir, build_seconds = build_stage_model(seed_dir, MODEL, seed)
+    else:
+        model_dir, build_seconds = Path(model), 0.0
+    settings = SETTINGS if model is None else PRETRAINED
     base = replace(
-        SETTINGS,
+        settings,
         model=str(model_dir),
         out=str(seed_dir / "warmup"),
         seed=seed,
-        steps=SETTINGS.steps if steps is None else steps,
+        steps=settings.steps if steps is None else steps,
     )
     RunDir(base.out).start(base)  # its warm-up model is reused only under the same settings
     start_model = warm_up(base.warmup, base.evaluation, seed_dir / "warmup")

@@ -659,6 +659,55 @@ def test_trimmed_logprobs_equal_the_full_padded_forward(
     assert torch.allclose(trimmed[mask], full[mask], atol=1e-4)
 
 
+def test_a_groups_copies_run_their_shared_prompt_once_with_the_same_logprobs_and_gradients(
+    model_dir, tmp_path
+) -> None:
+    """``response_logprobs`` runs each distinct prompt of a micro-batch once (a GRPO group's
+    copies share their first prompt), then the responses on its keys and values: the log-probs,
+    the entropy and the gradients of a loss on them equal the one-forward-per-row pass's."""
+    import asyncio
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from teamgym.adapters.cpu.grpo import by_prompt, prompt_owners, response_logprobs
+    from teamgym.adapters.cpu.rollout import build_batch, compose_config
+    from teamgym.adapters.cpu.server import ScriptedServer, policy_reply
+    from teamgym.adapters.verl.workers import TeamAgentLoopWorker as AgentLoopWorker
+    from teamgym.envs.baselines import RandomPolicy
+
+    args = _args(model_dir, tmp_path / "s")
+    (tmp_path / "s").mkdir()
+    cfg = compose_config(args.rollout, tmp_path / "s")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    worker = AgentLoopWorker(cfg, ScriptedServer(tokenizer, policy_reply(RandomPolicy(seed=4))))
+    out = asyncio.run(worker.generate_sequences(build_batch(args.rollout, [5, 6], "train", 3)))
+    unique, owner = prompt_owners(out)
+    assert 1 < len(unique) < len(out), "copies of two episodes share their prompts"
+    order = by_prompt(out)
+    assert sorted(order.tolist()) == list(range(len(out)))
+    assert owner[order].diff().ge(0).all(), "by_prompt puts each prompt's rows side by side"
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    prompt_rows: list[int] = []
+    hook = model.model.embed_tokens.register_forward_hook(
+        lambda _m, inputs, _o: prompt_rows.append(inputs[0].shape[0])
+    )
+    mask = out.batch["response_mask"].bool()
+    results = {}
+    for share in (False, True):
+        model.zero_grad()
+        prompt_rows.clear()
+        logp, entropy = response_logprobs(model, out, with_entropy=True, share_prompts=share)
+        (logp[mask].sum() + entropy[mask].sum()).backward()
+        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        results[share] = (logp[mask].detach(), entropy[mask].detach(), grads, list(prompt_rows))
+    hook.remove()
+    assert results[False][3] == [len(out)]  # one pass, every row with its own prompt
+    assert results[True][3] == [len(unique), len(out)]  # the prompts once, then the responses
+    for a, b in zip(results[False][:3], results[True][:3], strict=True):
+        assert torch.allclose(a, b, atol=1e-4, rtol=1e-4), float((a - b).abs().max())
+
+
 def test_too_short_prompt_length_is_refused(model_dir, tmp_path) -> None:
     with pytest.raises(ValueError, match="prompt_length=64 is shorter than the first turn"):
         train(_args(model_dir, tmp_path / "short", prompt_length=64), progress=False)

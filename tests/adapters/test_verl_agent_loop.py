@@ -427,6 +427,53 @@ def test_batched_sampling_equals_one_request_at_a_time(model_dir, tokenizer) -> 
         assert np.allclose(a_lp, b_lp, atol=1e-4)
 
 
+def test_copies_of_a_prompt_prefill_once_and_sample_as_if_alone(model_dir, tokenizer) -> None:
+    """Requests with the same prompt (a GRPO group's copies) share one prefill row; each still
+    samples with its own generator what it samples alone (temperature 1, seeded)."""
+    from transformers import AutoModelForCausalLM
+
+    from teamgym.adapters.agents.sampling import _Request, sample_batch, sample_tokens
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    env = make("signal-v0")
+    distinct = []
+    for seed in range(2):
+        obs, infos = env.reset(seed=seed)
+        text = tokenizer.apply_chat_template(
+            [
+                {"role": "system", "content": infos["robot_0"]["instructions"]},
+                {"role": "user", "content": obs["robot_0"]},
+            ],
+            add_generation_prompt=True,
+            tokenize=False,
+        )
+        distinct.append(tokenizer.encode(text, add_special_tokens=False))
+    prompts = [distinct[0], distinct[1], distinct[0], distinct[0], distinct[1]]
+    stop = {tokenizer.eos_token_id}
+    rows: list[int] = []
+    hook = model.model.embed_tokens.register_forward_hook(
+        lambda _m, inputs, _o: rows.append(inputs[0].shape[0])
+    )
+    together = sample_batch(
+        model,
+        [
+            _Request(p, 10, 1.0, 1.0, torch.Generator().manual_seed(i), None)
+            for i, p in enumerate(prompts)
+        ],
+        stop,
+        tokenizer.pad_token_id,
+    )
+    hook.remove()
+    assert rows[0] == 2 and set(rows[1:]) == {5}, rows  # the prefill: each prompt once
+    for i, (p, (ids, lps)) in enumerate(zip(prompts, together, strict=True)):
+        alone_ids, alone_lps = sample_tokens(
+            model, p, 10, 1.0, stop, torch.Generator().manual_seed(i)
+        )
+        assert ids == alone_ids
+        assert np.allclose(lps, alone_lps, atol=1e-4)
+    assert together[2] != together[3], "copies draw their own samples"
+
+
 def test_each_request_carries_its_own_seed_under_vllm_unless_switched_off(
     make_cfg, make_batch, tokenizer
 ) -> None:

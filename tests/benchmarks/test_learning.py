@@ -96,6 +96,43 @@ def test_sharing_stage_smoke(tmp_path, monkeypatch) -> None:
     assert markdown_table(rows).count("\n") == 2 + len(rows)
 
 
+def test_sharing_stage_starts_every_seed_from_a_given_pretrained_model(
+    tmp_path, monkeypatch
+) -> None:
+    """``run_sharing(model=DIR)`` (``learn-bench sharing --model DIR``): no model is built; every
+    seed warms up from DIR under the pretrained settings, recorded in the summary; the same
+    directory with the stage's own model is refused, not mixed."""
+    from dataclasses import replace
+
+    from teamgym.adapters.agents.local_model import LocalModelConfig, build_local_model
+    from teamgym.adapters.cpu.resume import RunSettingsError
+    from teamgym.benchmarks.learn import sharing as learn_sharing
+
+    pretrained = tmp_path / "pretrained"
+    build_local_model(
+        pretrained, LocalModelConfig(seed=5, **{**learn_sharing.MODEL, "hidden_size": 32})
+    )
+    tiny = {"episodes_per_step": 1, "group_size": 2, "warmup_steps": 1, "eval_episodes": 2}
+    monkeypatch.setattr(learn_sharing, "PRETRAINED", replace(learn_sharing.PRETRAINED, **tiny))
+    out = tmp_path / "run"
+    summary = learn_sharing.run_sharing(
+        out, seeds=(0, 1), steps=1, runs=(("w1", 1.0, "grpo"),), progress=False, model=pretrained
+    )
+    assert summary["model"] == {"path": str(pretrained)}
+    assert summary["settings"]["lr"] == learn_sharing.PRETRAINED.lr != learn_sharing.SETTINGS.lr
+    assert summary["settings"]["warmup_lr"] == learn_sharing.PRETRAINED.warmup_lr
+    assert not list(out.glob("seed*/model")), "no stage model is built"
+    for seed in (0, 1):
+        assert summary["warmup"][seed]["build_seconds"] == 0.0
+        args = json.loads((out / f"seed{seed}" / "warmup" / "args.json").read_text())
+        assert args["model"] == str(pretrained) and args["lr"] == learn_sharing.PRETRAINED.lr
+    assert [r["seed"] for r in summary["runs"]] == [0, 1]
+    with pytest.raises(RunSettingsError):
+        learn_sharing.run_sharing(
+            out, seeds=(0,), steps=1, runs=(("w1", 1.0, "grpo"),), progress=False
+        )
+
+
 def test_the_speaker_prior_measures_a_tie_to_the_target_not_uneven_targets() -> None:
     """``prior_figures``: a speaker that always prefers one object scores that object's share
     of the targets on ``p_target`` (not chance), the same as its ``p_if_ignoring_target``, and

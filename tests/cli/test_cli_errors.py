@@ -259,3 +259,20 @@ def test_verl_alternate_refuses_policies_that_do_not_seat_the_team(
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert message in _one_line(proc.stdout + proc.stderr) and "Traceback" not in proc.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["learn-bench", "team", "--model", "m"], "--model applies to sharing"),
+        (["learn-bench", "sharing", "--model", "nowhere"], "teamgym model import smollm2"),
+    ],
+    ids=["other-stage", "no-model"],
+)
+def test_learn_bench_model_mistakes_are_usage_errors(argv, message, capsys, tmp_path) -> None:
+    """``--model`` names a model directory for the sharing stage: elsewhere, or a directory
+    with no model, exits 2 with what to do, before a run directory is made."""
+    out_dir = tmp_path / "run"
+    assert cli.main([*argv, "--out", str(out_dir)]) == 2
+    assert message in _one_line(capsys.readouterr().out)
+    assert not out_dir.exists()
